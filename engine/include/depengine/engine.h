@@ -1,0 +1,186 @@
+// depengine/engine.h — the dependency engine: push operations that declare what they read
+// and write; the engine runs each one as soon as its inputs are ready.
+#pragma once
+
+#include <concepts>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+
+#include "depengine/completion.h"
+#include "depengine/device.h"
+#include "depengine/error.h"
+#include "depengine/observer.h"
+#include "depengine/stream.h"
+#include "depengine/var.h"
+
+namespace depengine {
+
+// Per-push options. Designated initializers keep call sites readable:
+//   engine->push(fn, {a}, {b}, {.priority = 1, .name = "gemm"});
+struct PushOptions {
+  Device device = Device::cpu();
+  Lane lane = Lane::compute;
+  // Among ready operations of one device, higher runs first.
+  int priority = 0;
+  // Shown in errors, profiles and graph dumps.
+  std::string name;
+};
+
+// Engine construction options; zero means "take it from the environment or the default".
+struct EngineOptions {
+  // CPU worker threads. Default: DEPENGINE_CPU_THREADS, else the number of cores.
+  int cpu_threads = 0;
+  // Bound on operations pushed and not yet finished; push blocks while it is reached.
+  // Default: DEPENGINE_MAX_INFLIGHT, else unbounded. -1 forces unbounded.
+  long max_inflight = 0;
+  // Host-simulated GPUs: when > 0, Device::gpu(i) for i < sim_gpus runs on threads that
+  // stand in for streams, so GPU scheduling works on machines without one.
+  // Default: DEPENGINE_SIM_GPUS, else 0 (real CUDA devices).
+  int sim_gpus = 0;
+};
+
+namespace detail {
+// A type-erased operation body; built by Engine::push / push_async.
+class OpFunction {
+ public:
+  virtual ~OpFunction() = default;
+  // Synchronous bodies ignore `done`; asynchronous ones receive it.
+  virtual void call(const RunContext& ctx, Completion* done) = 0;
+};
+
+template <class F>
+class SyncFunction final : public OpFunction {
+ public:
+  explicit SyncFunction(F f) : f_(std::move(f)) {}
+  void call(const RunContext& ctx, Completion*) override {
+    if constexpr (std::invocable<F&, const RunContext&>) {
+      f_(ctx);
+    } else {
+      f_();
+    }
+  }
+
+ private:
+  F f_;
+};
+
+template <class F>
+class AsyncFunction final : public OpFunction {
+ public:
+  explicit AsyncFunction(F f) : f_(std::move(f)) {}
+  void call(const RunContext& ctx, Completion* done) override {
+    if constexpr (std::invocable<F&, const RunContext&, Completion>) {
+      f_(ctx, *done);
+    } else {
+      f_(*done);
+    }
+  }
+
+ private:
+  F f_;
+};
+
+template <class T>
+inline constexpr bool is_std_function_v = false;
+template <class R, class... A>
+inline constexpr bool is_std_function_v<std::function<R(A...)>> = true;
+
+// Rejects callables that can be empty and are (an empty std::function, a null pointer).
+template <class F>
+void check_not_empty(const F& f, const char* what) {
+  if constexpr (is_std_function_v<F> || std::is_pointer_v<F>) {
+    if (!f) throw Error(std::string(what) + ": the function is empty");
+  }
+}
+}  // namespace detail
+
+// The engine interface. Two implementations: "naive" runs every operation inline in push
+// order (the debugging reference and the serialized side of comparisons); "threaded" runs
+// ready operations on oneTBB-backed CPU pools and per-device GPU lanes.
+//
+// Contract (docs/design.md): results equal those of running the pushes one by one in push
+// order; reads of one version of a var run concurrently; a write waits for every earlier
+// access of its vars. A failed op marks the vars it writes as failed; ops that read a
+// failed var are skipped and pass the failure on; waits rethrow it.
+//
+// Every member function is thread-safe unless its comment says otherwise.
+class Engine {
+ public:
+  // Makes an engine of the given kind, "naive" or "threaded". Throws Error for an unknown
+  // kind or a bad environment value.
+  //   auto e = depengine::Engine::create("threaded", {.cpu_threads = 2});
+  static std::unique_ptr<Engine> create(std::string_view kind, EngineOptions options = {});
+
+  // The process-wide engine, made on first use: kind from DEPENGINE_TYPE (default
+  // "threaded"), options from the environment. It lives until exit, finishing pending work.
+  static Engine& get();
+
+  Engine() = default;
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+  // Finishes all pending work, then stops the workers. No push may race with it.
+  virtual ~Engine() = default;
+
+  // A new variable with no pending accesses.
+  virtual Var new_var() = 0;
+
+  // Pushes a synchronous operation: `fn()` or `fn(const RunContext&)`, done when it
+  // returns; a throw fails it. Returns at once (or once back-pressure allows). A var listed
+  // twice counts once; a var in both lists is one read-write access.
+  //   engine->push([&] { c = a + b; }, {va, vb}, {vc}, {.name = "add"});
+  template <class F>
+  void push(F&& fn, VarList reads, VarList writes, PushOptions options = {}) {
+    using Fn = std::decay_t<F>;
+    detail::check_not_empty(fn, "push");
+    push_op(std::make_unique<detail::SyncFunction<Fn>>(std::forward<F>(fn)), false, reads, writes,
+            std::move(options));
+  }
+
+  // Pushes an asynchronous operation: `fn(Completion done)` or
+  // `fn(const RunContext&, Completion done)`; the operation finishes when `done` is called.
+  //   engine->push_async([](depengine::Completion done) { start(done); }, {a}, {b});
+  template <class F>
+  void push_async(F&& fn, VarList reads, VarList writes, PushOptions options = {}) {
+    using Fn = std::decay_t<F>;
+    detail::check_not_empty(fn, "push_async");
+    push_op(std::make_unique<detail::AsyncFunction<Fn>>(std::forward<F>(fn)), true, reads, writes,
+            std::move(options));
+  }
+
+  // Blocks until every write to `v` pushed before this call has finished; rethrows the
+  // failure `v` holds, if any. Throws Error when called from inside a running operation.
+  virtual void wait_to_read(const Var& v) = 0;
+
+  // Blocks until every operation pushed before this call has finished; rethrows the
+  // first failure (in push order) since the previous wait_all, then forgets it.
+  virtual void wait_all() = 0;
+
+  // Deletes `v`: a write that runs `on_deleted` (if given) once the earlier accesses are
+  // done, then drops the bookkeeping. Later use of `v` throws Error.
+  virtual void delete_var(const Var& v, std::function<void()> on_deleted = {}) = 0;
+
+  // "naive" or "threaded".
+  virtual std::string_view kind() const noexcept = 0;
+  virtual int cpu_threads() const noexcept = 0;
+  // The back-pressure bound; 0 when unbounded.
+  virtual std::size_t max_inflight() const noexcept = 0;
+  // Operations pushed and not yet finished.
+  virtual std::size_t pending() const noexcept = 0;
+  // Most operations pending at once since the engine was made.
+  virtual std::size_t peak_pending() const noexcept = 0;
+
+  // Attaches `observer` to every later push (nullptr detaches). Ops pushed before keep
+  // reporting to the observer they were pushed under, which is kept alive until they end.
+  virtual void set_observer(std::shared_ptr<Observer> observer) = 0;
+
+ protected:
+  virtual void push_op(std::unique_ptr<detail::OpFunction> fn, bool async, VarList reads,
+                       VarList writes, PushOptions options) = 0;
+};
+
+}  // namespace depengine

@@ -1,0 +1,51 @@
+// depengine/observer.h — a hook that sees every operation the engine handles. The graph
+// recorder and the profiler are observers; an engine without one pays one atomic load per
+// event.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "depengine/device.h"
+
+namespace depengine {
+
+enum class AccessMode : std::uint8_t { read, write, read_write };
+
+// One var an operation accesses, after duplicates are merged.
+struct VarAccess {
+  std::uint64_t var = 0;  // Var::id()
+  // For a read, the number of writes to the var pushed before this op (the version it
+  // sees); for a write or read_write, the version it creates (that number + 1).
+  std::uint64_t version = 0;
+  AccessMode mode = AccessMode::read;
+};
+
+struct OpInfo {
+  std::uint64_t id = 0;  // push sequence number, unique within the engine
+  std::string_view name;
+  Device device;
+  Lane lane = Lane::compute;
+  int priority = 0;
+  std::span<const VarAccess> accesses;
+};
+
+// Engines call these from their own threads; implementations must be thread-safe and fast.
+//
+//   engine->set_observer(std::make_shared<MyObserver>());
+class Observer {
+ public:
+  virtual ~Observer() = default;
+  // In push order (under the engine's push lock), before the op can run. Internal ops
+  // (wait_to_read's rendezvous) are not reported; delete_var is, named "delete_var".
+  virtual void on_push(const OpInfo& op) = 0;
+  // All dependencies of op `id` are satisfied.
+  virtual void on_ready(std::uint64_t id) = 0;
+  // Op `id` starts on `worker` (the CPU worker index, or the GPU lane's index).
+  virtual void on_start(std::uint64_t id, int worker) = 0;
+  // Op `id` finished; `skipped` when it did not run because an input had failed.
+  virtual void on_end(std::uint64_t id, bool failed, bool skipped) = 0;
+};
+
+}  // namespace depengine

@@ -1,0 +1,57 @@
+// The stream/event layer behind GPU placement. Two implementations: CUDA (cuda_backend.cc,
+// built when nvcc is found) and the host-simulated device (sim_backend.cc), where threads
+// stand in for streams so that every GPU scheduling path runs on machines without a GPU.
+#pragma once
+
+#include <exception>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "depengine/device.h"
+#include "depengine/stream.h"
+
+namespace depengine::detail {
+
+// A point in a stream's work, recorded by one stream and awaited by others. Reusable:
+// each record() replaces the point it stands for.
+class StreamEvent {
+ public:
+  virtual ~StreamEvent() = default;
+  // True once the work before the last record() has finished (true if never recorded).
+  virtual bool query() = 0;
+  // Blocks the calling host thread until query() would be true.
+  virtual void synchronize() = 0;
+};
+
+class DeviceStream : public Stream {
+ public:
+  // Calls `cb(error)` on some host thread once all work enqueued so far has finished;
+  // `error` is the first failure raised by that work since the previous notify_when_done.
+  // `cb` must not block and must not call into this stream.
+  virtual void notify_when_done(std::function<void(std::exception_ptr)> cb) = 0;
+  // Marks the current end of this stream's work in `event`.
+  virtual void record(StreamEvent& event) = 0;
+  // Makes later work on this stream wait for `event` without blocking the host.
+  virtual void wait(StreamEvent& event) = 0;
+  // Blocks the host until all work enqueued so far has finished.
+  virtual void synchronize() = 0;
+};
+
+class DeviceBackend {
+ public:
+  virtual ~DeviceBackend() = default;
+  virtual int device_count() const noexcept = 0;
+  // "simulated" or "cuda".
+  virtual std::string name() const = 0;
+  // Throws Error naming the device when it does not exist or cannot be used.
+  virtual std::unique_ptr<DeviceStream> make_stream(int device, Lane lane) = 0;
+  virtual std::unique_ptr<StreamEvent> make_event(int device) = 0;
+};
+
+std::unique_ptr<DeviceBackend> make_sim_backend(int devices);
+// The CUDA backend; when CUDA was not built or no device is present, a backend whose
+// device_count() is 0 and whose make_stream throws Error with the reason.
+std::unique_ptr<DeviceBackend> make_cuda_backend();
+
+}  // namespace depengine::detail

@@ -1,0 +1,167 @@
+// Host-simulated GPUs: each stream is a thread draining an in-order queue of host tasks;
+// events are generation counters that a stream advances when it reaches a recorded point.
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <utility>
+
+#include "depengine/error.h"
+#include "device/device_backend.h"
+
+namespace depengine::detail {
+namespace {
+
+class SimEvent final : public StreamEvent {
+ public:
+  // Returns the generation a new record() will complete.
+  std::uint64_t begin_record() {
+    std::lock_guard lk(mu_);
+    return ++recorded_;
+  }
+  void reach(std::uint64_t gen) {
+    {
+      std::lock_guard lk(mu_);
+      if (gen > reached_) reached_ = gen;
+    }
+    cv_.notify_all();
+  }
+  // The generation a wait() issued now must see reached.
+  std::uint64_t target() {
+    std::lock_guard lk(mu_);
+    return recorded_;
+  }
+  void wait_for(std::uint64_t gen) {
+    std::unique_lock lk(mu_);
+    cv_.wait(lk, [&] { return reached_ >= gen; });
+  }
+  bool query() override {
+    std::lock_guard lk(mu_);
+    return reached_ >= recorded_;
+  }
+  void synchronize() override { wait_for(target()); }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::uint64_t recorded_ = 0;
+  std::uint64_t reached_ = 0;
+};
+
+class SimStream final : public DeviceStream {
+ public:
+  SimStream(int device, Lane lane) : device_(Device::gpu(device)), lane_(lane) {
+    thread_ = std::thread([this] { loop(); });
+  }
+  ~SimStream() override {
+    {
+      std::lock_guard lk(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+  Device device() const noexcept override { return device_; }
+  Lane lane() const noexcept override { return lane_; }
+  void* native_handle() const noexcept override { return nullptr; }
+
+  void enqueue_host(std::function<void()> fn) override {
+    push([fn = std::move(fn), this] {
+      try {
+        fn();
+      } catch (...) {
+        if (!error_) error_ = std::current_exception();
+      }
+    });
+  }
+  void notify_when_done(std::function<void(std::exception_ptr)> cb) override {
+    push([cb = std::move(cb), this] { cb(std::exchange(error_, nullptr)); });
+  }
+  void record(StreamEvent& event) override {
+    auto& e = static_cast<SimEvent&>(event);
+    std::uint64_t gen = e.begin_record();
+    push([&e, gen] { e.reach(gen); });
+  }
+  void wait(StreamEvent& event) override {
+    auto& e = static_cast<SimEvent&>(event);
+    std::uint64_t gen = e.target();
+    push([&e, gen] { e.wait_for(gen); });
+  }
+  void synchronize() override {
+    std::mutex m;
+    std::condition_variable cv;
+    bool done = false;
+    push([&] {
+      std::lock_guard lk(m);
+      done = true;
+      cv.notify_all();
+    });
+    std::unique_lock lk(m);
+    cv.wait(lk, [&] { return done; });
+  }
+
+ private:
+  void push(std::function<void()> task) {
+    {
+      std::lock_guard lk(mu_);
+      queue_.push_back(std::move(task));
+    }
+    cv_.notify_one();
+  }
+  void loop() {
+    for (;;) {
+      std::function<void()> task;
+      {
+        std::unique_lock lk(mu_);
+        cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
+        if (queue_.empty()) return;
+        task = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      task();
+    }
+  }
+
+  const Device device_;
+  const Lane lane_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> queue_;
+  bool stop_ = false;
+  // Touched only by the stream thread.
+  std::exception_ptr error_;
+  std::thread thread_;
+};
+
+class SimBackend final : public DeviceBackend {
+ public:
+  explicit SimBackend(int devices) : devices_(devices) {}
+  int device_count() const noexcept override { return devices_; }
+  std::string name() const override { return "simulated"; }
+  std::unique_ptr<DeviceStream> make_stream(int device, Lane lane) override {
+    check(device);
+    return std::make_unique<SimStream>(device, lane);
+  }
+  std::unique_ptr<StreamEvent> make_event(int device) override {
+    check(device);
+    return std::make_unique<SimEvent>();
+  }
+
+ private:
+  void check(int device) const {
+    if (device < 0 || device >= devices_) {
+      throw Error("unknown device " + Device::gpu(device).str() + ": " +
+                  std::to_string(devices_) + " simulated GPU(s)");
+    }
+  }
+  int devices_;
+};
+
+}  // namespace
+
+std::unique_ptr<DeviceBackend> make_sim_backend(int devices) {
+  return std::make_unique<SimBackend>(devices);
+}
+
+}  // namespace depengine::detail

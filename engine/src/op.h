@@ -1,0 +1,174 @@
+// The records shared by both engines: a variable's state and an operation with its
+// accesses. The threaded engine links accesses into per-var queues; the naive engine only
+// uses the failure and deleted fields.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <string>
+
+#include "depengine/engine.h"
+#include "spin_lock.h"
+
+namespace depengine::detail {
+
+class Op;
+
+enum class AccessKind : std::uint8_t { read, write, read_write };
+
+constexpr bool reads(AccessKind k) noexcept { return k != AccessKind::write; }
+constexpr bool writes(AccessKind k) noexcept { return k != AccessKind::read; }
+
+// One op's access to one var; also the node of that var's queue of waiting accesses.
+struct Access {
+  VarState* var = nullptr;
+  Op* op = nullptr;
+  Access* next = nullptr;
+  AccessKind kind = AccessKind::read;
+  // Version of the var this access sees: for a read, the writes pushed before it; for a
+  // write, the version it creates. Set at push time.
+  std::uint64_t version = 0;
+};
+
+struct VarState {
+  explicit VarState(const void* owner_engine, std::uint64_t var_id)
+      : owner(owner_engine), id(var_id) {}
+
+  std::atomic<int> refs{1};
+  const void* const owner;
+  const std::uint64_t id;
+  // Set under the engine's push lock by delete_var; checked under it by push.
+  bool deleted = false;
+  // Writes pushed so far (under the push lock): the version the next write creates - 1.
+  std::uint64_t pushed_version = 0;
+
+  // Threaded engine's queue, under `lock`.
+  SpinLock lock;
+  Access* head = nullptr;  // first waiting (not yet granted) access
+  Access* tail = nullptr;
+  int running_reads = 0;
+  bool write_active = false;
+
+  // Owned by whichever op holds access: a granted write exclusively, granted reads shared.
+  std::exception_ptr failure;
+};
+
+// Accesses stored inline for the common small case.
+class AccessArray {
+ public:
+  void resize(std::size_t n) {
+    if (n > kInline) heap_ = std::make_unique<Access[]>(n);
+    size_ = n;
+  }
+  Access* begin() noexcept { return heap_ ? heap_.get() : inline_; }
+  Access* end() noexcept { return begin() + size_; }
+  std::size_t size() const noexcept { return size_; }
+  // Keeps the first n accesses (n <= size()).
+  void shrink(std::size_t n) noexcept { size_ = n; }
+  Access& operator[](std::size_t i) noexcept { return begin()[i]; }
+
+ private:
+  static constexpr std::size_t kInline = 3;
+  Access inline_[kInline];
+  std::unique_ptr<Access[]> heap_;
+  std::size_t size_ = 0;
+};
+
+// Receives the completion of an asynchronous op.
+class OpSink {
+ public:
+  virtual void finish_async(Op* op, std::exception_ptr error) = 0;
+
+ protected:
+  ~OpSink() = default;
+};
+
+struct Waiter;
+
+class Op final : public CompletionTarget {
+ public:
+  Op(OpSink* sink, std::unique_ptr<OpFunction> f, bool is_async, PushOptions o)
+      : fn(std::move(f)), opts(std::move(o)), async(is_async), sink_(sink) {}
+
+  // Fills `acc` from the lists: duplicates merged, a var in both lists read_write, a
+  // reference taken on each var. Throws Error for a null var or one of another engine.
+  void set_accesses(VarList read_list, VarList write_list, const void* owner);
+  // Throws Error naming the first var that was deleted (call under the push lock).
+  void check_not_deleted() const;
+  // Drops the references set_accesses took.
+  void release_vars() noexcept;
+
+  std::string display_name() const;
+
+  // The exception of the first failed var this op reads, or null.
+  std::exception_ptr upstream_failure() noexcept;
+  // Stores `error` (null clears) in every var this op writes.
+  void set_write_failures(const std::exception_ptr& error) noexcept;
+
+  void add_ref() noexcept { refs_.fetch_add(1, std::memory_order_relaxed); }
+  void release() noexcept {
+    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  }
+  // Marks the op finished; false if it already was (a second completion).
+  bool mark_completed() noexcept { return !completed_.exchange(true, std::memory_order_acq_rel); }
+
+  void complete(std::exception_ptr error) override;
+  void add_completion_ref() noexcept override;
+  void release_completion_ref() noexcept override;
+
+  std::unique_ptr<OpFunction> fn;
+  PushOptions opts;
+  AccessArray acc;
+  std::uint64_t seq = 0;
+  std::atomic<int> wait{0};
+  bool async = false;
+  // Non-null for the internal op behind wait_to_read.
+  Waiter* waiter = nullptr;
+  // The engine's observer when the op was pushed, if any.
+  std::shared_ptr<Observer> observer;
+
+  // Reports the push to `obs` and keeps it for the op's later events.
+  void observe_push(const std::shared_ptr<Observer>& obs);
+  void observe_ready() {
+    if (observer) observer->on_ready(seq);
+  }
+  void observe_start(int worker) {
+    if (observer) observer->on_start(seq, worker);
+  }
+  void observe_end(bool failed, bool skipped) {
+    if (observer) observer->on_end(seq, failed, skipped);
+  }
+
+ private:
+  ~Op() { release_vars(); }
+  OpSink* sink_;
+  std::atomic<int> refs_{1};
+  std::atomic<int> completion_refs_{0};
+  std::atomic<bool> completed_{false};
+};
+
+// The op that the current thread is running (for wait-inside-op and back-pressure).
+Op*& current_op() noexcept;
+
+// Sets current_op for a scope.
+class CurrentOpScope {
+ public:
+  explicit CurrentOpScope(Op* op) noexcept : prev_(current_op()) { current_op() = op; }
+  ~CurrentOpScope() { current_op() = prev_; }
+  CurrentOpScope(const CurrentOpScope&) = delete;
+  CurrentOpScope& operator=(const CurrentOpScope&) = delete;
+
+ private:
+  Op* prev_;
+};
+
+// Throws Error if called from inside a running operation.
+void check_not_in_op(const char* what);
+
+VarState* new_var_state(const void* owner);
+// Throws Error when `v` is null or belongs to another engine.
+void check_var(const Var& v, const void* owner, const char* what);
+
+}  // namespace depengine::detail

@@ -1,0 +1,484 @@
+// The threaded engine. Each var keeps a FIFO of waiting accesses; an op becomes ready when
+// every one of its accesses is granted (reads of one version together, writes alone), and
+// is dispatched to the CPU pool or to its GPU lane. Finishing an op releases its accesses,
+// which grants the next ones; the finishing CPU worker runs one newly ready op itself.
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "cpu_pool.h"
+#include "device/device_backend.h"
+#include "engine_options.h"
+#include "op.h"
+
+namespace depengine::detail {
+namespace {
+
+struct OpRelease {
+  void operator()(Op* op) const noexcept { op->release(); }
+};
+using OpPtr = std::unique_ptr<Op, OpRelease>;
+
+// wait_to_read's rendezvous: the internal read op fills it and wakes the caller.
+}  // namespace
+
+struct Waiter {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  std::exception_ptr failure;
+};
+
+namespace {
+
+// Grants `a` at once if nothing conflicts, else queues it. Call under a.var->lock.
+bool grant_or_enqueue(Access& a) {
+  VarState& v = *a.var;
+  if (!v.head && !v.write_active) {
+    if (!writes(a.kind)) {
+      ++v.running_reads;
+      return true;
+    }
+    if (v.running_reads == 0) {
+      v.write_active = true;
+      return true;
+    }
+  }
+  a.next = nullptr;
+  if (v.tail) {
+    v.tail->next = &a;
+  } else {
+    v.head = &a;
+  }
+  v.tail = &a;
+  return false;
+}
+
+Access* pop(VarState& v) {
+  Access* a = v.head;
+  v.head = a->next;
+  if (!v.head) v.tail = nullptr;
+  return a;
+}
+
+// Releases a finished access; returns the accesses it grants, chained through `next`.
+// Call under var.lock.
+Access* release_access(VarState& v, AccessKind kind) {
+  Access* granted = nullptr;
+  Access** tail = &granted;
+  auto grant = [&](Access* a) {
+    *tail = a;
+    tail = &a->next;
+  };
+  if (!writes(kind)) {
+    if (--v.running_reads == 0 && v.head) {  // the head can only be a write
+      v.write_active = true;
+      grant(pop(v));
+    }
+  } else {
+    v.write_active = false;
+    if (v.head && writes(v.head->kind)) {
+      v.write_active = true;
+      grant(pop(v));
+    } else {
+      while (v.head && !writes(v.head->kind)) {
+        ++v.running_reads;
+        grant(pop(v));
+      }
+    }
+  }
+  *tail = nullptr;
+  return granted;
+}
+
+// A few ready ops without a heap allocation.
+class ReadyList {
+ public:
+  void push(Op* op) {
+    if (n_ < kInline) {
+      inline_[n_++] = op;
+    } else {
+      more_.push_back(op);
+    }
+  }
+  template <class F>
+  void for_each(F&& f) const {
+    for (std::size_t i = 0; i < n_; ++i) f(inline_[i]);
+    for (Op* op : more_) f(op);
+  }
+
+ private:
+  static constexpr std::size_t kInline = 8;
+  Op* inline_[kInline];
+  std::size_t n_ = 0;
+  std::vector<Op*> more_;
+};
+
+class ThreadedEngine;
+
+// One GPU lane: a thread that launches the lane's ready ops onto its stream, in order.
+class GpuLane {
+ public:
+  GpuLane(ThreadedEngine& engine, std::unique_ptr<DeviceStream> stream, int index)
+      : engine_(engine), stream_(std::move(stream)), index_(index) {
+    thread_ = std::thread([this] { loop(); });
+  }
+  ~GpuLane() {
+    {
+      std::lock_guard lk(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+    stream_->synchronize();
+  }
+  void submit(Op* op) {
+    {
+      std::lock_guard lk(mu_);
+      queue_.push_back(op);
+    }
+    cv_.notify_one();
+  }
+  DeviceStream& stream() noexcept { return *stream_; }
+  int index() const noexcept { return index_; }
+
+ private:
+  void loop();
+
+  ThreadedEngine& engine_;
+  std::unique_ptr<DeviceStream> stream_;
+  const int index_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Op*> queue_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+class ThreadedEngine final : public Engine, public OpSink, public CpuRunner {
+ public:
+  explicit ThreadedEngine(const ResolvedOptions& o)
+      : options_(o),
+        pool_(o.cpu_threads, *this),
+        gpu_(o.sim_gpus > 0 ? make_sim_backend(o.sim_gpus) : make_cuda_backend()) {}
+
+  ~ThreadedEngine() override {
+    drain();
+    shutting_down_.store(true);
+    drain();  // ops that were running may have pushed more
+    while (external_finishers_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
+  }
+
+  Var new_var() override { return Var(new_var_state(this)); }
+
+  void wait_to_read(const Var& v) override {
+    check_not_in_op("wait_to_read");
+    check_var(v, this, "wait_to_read");
+    Waiter w;
+    OpPtr op(new Op(this, nullptr, false, PushOptions{.name = "wait_to_read"}));
+    op->waiter = &w;
+    op->set_accesses({v}, {}, this);
+    submit(std::move(op), nullptr);
+    std::unique_lock lk(w.mu);
+    w.cv.wait(lk, [&] { return w.done; });
+    if (w.failure) std::rethrow_exception(w.failure);
+  }
+
+  void wait_all() override {
+    check_not_in_op("wait_all");
+    drain();
+    std::exception_ptr failure;
+    {
+      std::lock_guard lk(failure_mu_);
+      failure = std::exchange(failure_, nullptr);
+    }
+    if (failure) std::rethrow_exception(failure);
+  }
+
+  void delete_var(const Var& v, std::function<void()> on_deleted) override {
+    check_var(v, this, "delete_var");
+    auto fn = [f = std::move(on_deleted)] {
+      if (f) f();
+    };
+    OpPtr op(new Op(this, std::make_unique<SyncFunction<decltype(fn)>>(std::move(fn)), false,
+                    PushOptions{.name = "delete_var"}));
+    op->set_accesses({}, {v}, this);
+    submit(std::move(op), v.state());
+  }
+
+  std::string_view kind() const noexcept override { return "threaded"; }
+  int cpu_threads() const noexcept override { return options_.cpu_threads; }
+  std::size_t max_inflight() const noexcept override { return options_.max_inflight; }
+  std::size_t pending() const noexcept override { return inflight_.load(); }
+  std::size_t peak_pending() const noexcept override { return peak_.load(); }
+
+  void set_observer(std::shared_ptr<Observer> observer) override {
+    std::lock_guard lk(push_mu_);
+    observer_ = std::move(observer);
+  }
+
+  Op* run_cpu(Op* op, int worker) override {
+    if (std::exception_ptr up = op->upstream_failure()) return finish(op, up, false, true);
+    op->observe_start(worker);
+    RunContext ctx{Device::cpu(), op->opts.lane, worker, nullptr};
+    if (op->async) {
+      run_async(op, ctx);
+      return nullptr;
+    }
+    std::exception_ptr error;
+    {
+      CurrentOpScope scope(op);
+      try {
+        op->fn->call(ctx, nullptr);
+      } catch (...) {
+        error = std::current_exception();
+      }
+    }
+    return finish(op, error, error != nullptr, true);
+  }
+
+  void run_gpu(Op* op, GpuLane& lane) {
+    if (std::exception_ptr up = op->upstream_failure()) {
+      finish(op, up, false, false);
+      return;
+    }
+    op->observe_start(lane.index());
+    RunContext ctx{op->opts.device, op->opts.lane, lane.index(), &lane.stream()};
+    if (op->async) {
+      run_async(op, ctx);
+      return;
+    }
+    std::exception_ptr error;
+    {
+      CurrentOpScope scope(op);
+      try {
+        op->fn->call(ctx, nullptr);
+      } catch (...) {
+        error = std::current_exception();
+      }
+    }
+    // Complete when the stream has run everything the op enqueued.
+    lane.stream().notify_when_done([this, op, error](std::exception_ptr stream_error) {
+      std::exception_ptr e = error ? error : stream_error;
+      finish(op, e, e != nullptr, false);
+    });
+  }
+
+  void finish_async(Op* op, std::exception_ptr error) override {
+    external_finishers_.fetch_add(1, std::memory_order_acq_rel);
+    const bool failed = error != nullptr;
+    finish(op, std::move(error), failed, false);
+    external_finishers_.fetch_sub(1, std::memory_order_acq_rel);
+  }
+
+ protected:
+  void push_op(std::unique_ptr<OpFunction> fn, bool async, VarList reads, VarList writes,
+               PushOptions options) override {
+    OpPtr op(new Op(this, std::move(fn), async, std::move(options)));
+    op->set_accesses(reads, writes, this);
+    if (op->opts.device.is_gpu()) lane_for(op->opts.device, op->opts.lane);  // validates
+    submit(std::move(op), nullptr);
+  }
+
+ private:
+  void submit(OpPtr op, VarState* to_delete) {
+    const bool counted = op->waiter == nullptr;
+    if (shutting_down_.load(std::memory_order_acquire) && counted) {
+      throw Error("push " + op->display_name() + ": the engine is shutting down");
+    }
+    if (counted) throttle();
+    int granted = 0;
+    {
+      std::lock_guard lk(push_mu_);
+      op->check_not_deleted();
+      if (to_delete) to_delete->deleted = true;
+      op->seq = next_seq_++;
+      if (counted) {
+        std::size_t n = inflight_.fetch_add(1, std::memory_order_relaxed) + 1;
+        if (n > peak_.load(std::memory_order_relaxed)) peak_.store(n, std::memory_order_relaxed);
+      }
+      op->wait.store(static_cast<int>(op->acc.size()) + 1, std::memory_order_relaxed);
+      for (Access& a : op->acc) {
+        a.version = writes(a.kind) ? ++a.var->pushed_version : a.var->pushed_version;
+      }
+      op->observe_push(observer_);
+      for (Access& a : op->acc) {
+        std::lock_guard vl(a.var->lock);
+        if (grant_or_enqueue(a)) ++granted;
+      }
+    }
+    Op* raw = op.release();
+    if (raw->wait.fetch_sub(granted + 1, std::memory_order_acq_rel) == granted + 1) dispatch(raw);
+  }
+
+  // Back-pressure: blocks a frontend thread while the in-flight bound is reached. Ops that
+  // push from inside the engine are never blocked, since that could stall every worker.
+  void throttle() {
+    const std::size_t bound = options_.max_inflight;
+    if (bound == 0 || current_op() != nullptr) return;
+    if (inflight_.load(std::memory_order_acquire) < bound) return;
+    waiters_.fetch_add(1, std::memory_order_acq_rel);
+    {
+      std::unique_lock lk(wait_mu_);
+      wait_cv_.wait(lk, [&] { return inflight_.load(std::memory_order_acquire) < bound; });
+    }
+    waiters_.fetch_sub(1, std::memory_order_acq_rel);
+  }
+
+  void drain() {
+    if (inflight_.load(std::memory_order_acquire) == 0) return;
+    waiters_.fetch_add(1, std::memory_order_acq_rel);
+    {
+      std::unique_lock lk(wait_mu_);
+      wait_cv_.wait(lk, [&] { return inflight_.load(std::memory_order_acquire) == 0; });
+    }
+    waiters_.fetch_sub(1, std::memory_order_acq_rel);
+  }
+
+  void dispatch(Op* op) {
+    op->observe_ready();
+    if (op->waiter) {
+      signal(op);
+    } else if (op->opts.device.is_cpu()) {
+      pool_.submit(op);
+    } else {
+      lane_for(op->opts.device, op->opts.lane).submit(op);
+    }
+  }
+
+  // Runs wait_to_read's op inline: it only reads the var's failure and wakes the caller.
+  void signal(Op* op) {
+    Waiter* w = op->waiter;
+    std::exception_ptr failure = op->acc[0].var->failure;
+    finish(op, nullptr, false, false);
+    std::lock_guard lk(w->mu);
+    w->failure = std::move(failure);
+    w->done = true;
+    w->cv.notify_all();
+  }
+
+  // Records the outcome, releases the accesses and dispatches what became ready. Returns
+  // one ready plain CPU op for the calling worker to run next when `continuation`.
+  Op* finish(Op* op, std::exception_ptr error, bool original, bool continuation) {
+    op->observe_end(error != nullptr, error && !original);
+    op->set_write_failures(error);
+    if (original && error) record_failure(op->seq, error);
+    ReadyList ready;
+    for (Access& a : op->acc) {
+      Access* granted;
+      {
+        std::lock_guard lk(a.var->lock);
+        granted = release_access(*a.var, a.kind);
+      }
+      while (granted) {
+        Access* next = granted->next;  // read before the op can run and free it
+        if (granted->op->wait.fetch_sub(1, std::memory_order_acq_rel) == 1) ready.push(granted->op);
+        granted = next;
+      }
+    }
+    const bool counted = op->waiter == nullptr;
+    op->release();
+    Op* next = nullptr;
+    ready.for_each([&](Op* r) {
+      if (continuation && !next && !r->waiter && r->opts.device.is_cpu() &&
+          r->opts.priority == 0 && r->opts.lane != Lane::priority) {
+        next = r;
+      } else {
+        dispatch(r);
+      }
+    });
+    if (counted) {
+      const std::size_t before = inflight_.fetch_sub(1, std::memory_order_acq_rel);
+      if (before == 1 || waiters_.load(std::memory_order_acquire) > 0) {
+        std::lock_guard lk(wait_mu_);
+        wait_cv_.notify_all();
+      }
+    }
+    return next;
+  }
+
+  void run_async(Op* op, const RunContext& ctx) {
+    std::exception_ptr thrown;
+    {
+      Completion done(op);
+      CurrentOpScope scope(op);
+      try {
+        op->fn->call(ctx, &done);
+      } catch (...) {
+        if (op->mark_completed()) thrown = std::current_exception();
+      }
+    }
+    if (thrown) finish(op, thrown, true, false);
+  }
+
+  void record_failure(std::uint64_t seq, const std::exception_ptr& error) {
+    std::lock_guard lk(failure_mu_);
+    if (!failure_ || seq < failure_seq_) {
+      failure_ = error;
+      failure_seq_ = seq;
+    }
+  }
+
+  GpuLane& lane_for(Device d, Lane lane) {
+    std::lock_guard lk(lanes_mu_);
+    const std::size_t index =
+        static_cast<std::size_t>(d.id) * kLaneCount + static_cast<std::size_t>(lane);
+    if (d.id < 0 || d.id >= gpu_->device_count()) {
+      gpu_->make_stream(d.id, lane);  // throws the backend's own error naming the device
+    }
+    if (lanes_.size() <= index) lanes_.resize(index + 1);
+    if (!lanes_[index]) {
+      lanes_[index] = std::make_unique<GpuLane>(*this, gpu_->make_stream(d.id, lane),
+                                                static_cast<int>(lane));
+    }
+    return *lanes_[index];
+  }
+
+  const ResolvedOptions options_;
+
+  std::mutex push_mu_;
+  std::uint64_t next_seq_ = 0;
+  std::shared_ptr<Observer> observer_;
+
+  std::atomic<std::size_t> inflight_{0}, peak_{0};
+  std::atomic<int> waiters_{0};
+  std::mutex wait_mu_;
+  std::condition_variable wait_cv_;
+
+  std::mutex failure_mu_;
+  std::exception_ptr failure_;
+  std::uint64_t failure_seq_ = 0;
+
+  std::atomic<bool> shutting_down_{false};
+  std::atomic<int> external_finishers_{0};
+
+  // Declared after everything their threads touch, so they stop first.
+  CpuPool pool_;
+  std::unique_ptr<DeviceBackend> gpu_;
+  std::mutex lanes_mu_;
+  std::vector<std::unique_ptr<GpuLane>> lanes_;
+};
+
+void GpuLane::loop() {
+  for (;;) {
+    Op* op;
+    {
+      std::unique_lock lk(mu_);
+      cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      op = queue_.front();
+      queue_.pop_front();
+    }
+    engine_.run_gpu(op, *this);
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Engine> make_threaded_engine(const ResolvedOptions& options) {
+  return std::make_unique<ThreadedEngine>(options);
+}
+
+}  // namespace depengine::detail
