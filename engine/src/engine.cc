@@ -6,6 +6,7 @@
 
 #include "depengine/engine.h"
 #include "engine_options.h"
+#include "inspect/env_observer.h"
 
 namespace depengine {
 namespace {
@@ -81,10 +82,19 @@ ResolvedOptions resolve_options(const EngineOptions& o) {
 
 std::unique_ptr<Engine> Engine::create(std::string_view kind, EngineOptions options) {
   detail::ResolvedOptions r = detail::resolve_options(options);
-  if (kind == "threaded") return detail::make_threaded_engine(r);
-  if (kind == "naive") return detail::make_naive_engine(r);
-  throw Error("unknown engine kind '" + std::string(kind) +
-              "' (expected \"naive\" or \"threaded\")");
+  std::unique_ptr<Engine> engine;
+  if (kind == "threaded") {
+    engine = detail::make_threaded_engine(r);
+  } else if (kind == "naive") {
+    engine = detail::make_naive_engine(r);
+  } else {
+    throw Error("unknown engine kind '" + std::string(kind) +
+                "' (expected \"naive\" or \"threaded\")");
+  }
+  // DEPENGINE_RECORD / DEPENGINE_PROFILE: the engine holds the only reference, so the
+  // files are written when it is destroyed.
+  if (auto observer = detail::observer_from_environment()) engine->set_observer(std::move(observer));
+  return engine;
 }
 
 Engine& Engine::get() {

@@ -5,5 +5,8 @@
 namespace depengine::cli {
 
 int bench(int argc, char** argv);  // engine overhead scenarios, naive vs threaded (bench.cc)
+int run(int argc, char** argv);       // run a graph file, compare with naive (graph_commands.cc)
+int analyze(int argc, char** argv);   // work, span, critical path of a graph file
+int generate(int argc, char** argv);  // graph files for well-known DAGs
 
 }  // namespace depengine::cli

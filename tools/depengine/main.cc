@@ -16,6 +16,11 @@ struct Command {
 
 constexpr Command kCommands[] = {
     {"bench", "per-op overhead and speedup of the naive and threaded engines", depengine::cli::bench},
+    {"run", "run a graph file; time, work, span, speedup over naive; dumps and trace",
+     depengine::cli::run},
+    {"analyze", "work, span, parallelism and critical path of a graph file", depengine::cli::analyze},
+    {"generate", "write graph files: cholesky, lu, stencil, tree, forkjoin, random",
+     depengine::cli::generate},
 };
 
 int usage(std::FILE* out) {

@@ -1,0 +1,113 @@
+#include "env_observer.h"
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "depengine/error.h"
+#include "depengine/graph.h"
+#include "depengine/observer_fanout.h"
+#include "depengine/profiler.h"
+
+namespace depengine::detail {
+namespace {
+
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+// "trace.json" -> "trace.3.json" for the engine numbered 3.
+std::string numbered(const std::string& path, int k) {
+  if (k == 0) return path;
+  const std::size_t slash = path.find_last_of('/');
+  const std::size_t dot = path.find_last_of('.');
+  const bool has_ext = dot != std::string::npos && (slash == std::string::npos || dot > slash);
+  const std::string n = "." + std::to_string(k);
+  return has_ext ? path.substr(0, dot) + n + path.substr(dot) : path + n;
+}
+
+class EnvObserver final : public Observer {
+ public:
+  EnvObserver(std::string dot, std::string json, std::string trace)
+      : dot_(std::move(dot)), json_(std::move(json)), trace_(std::move(trace)) {
+    std::vector<std::shared_ptr<Observer>> list;
+    if (!dot_.empty() || !json_.empty()) list.push_back(recorder_ = std::make_shared<GraphRecorder>());
+    if (!trace_.empty()) list.push_back(profiler_ = std::make_shared<Profiler>());
+    fanout_ = std::make_unique<ObserverFanout>(std::move(list));
+  }
+
+  EnvObserver(const EnvObserver&) = delete;
+  EnvObserver& operator=(const EnvObserver&) = delete;
+
+  // The engine drops its reference only after its last op has ended.
+  ~EnvObserver() override {
+    try {
+      write();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "depengine: %s\n", e.what());
+    }
+  }
+
+  void on_push(const OpInfo& op) override { fanout_->on_push(op); }
+  void on_ready(std::uint64_t id) override { fanout_->on_ready(id); }
+  void on_start(std::uint64_t id, int worker) override { fanout_->on_start(id, worker); }
+  void on_end(std::uint64_t id, bool failed, bool skipped) override {
+    fanout_->on_end(id, failed, skipped);
+  }
+
+ private:
+  void write() const {
+    if (recorder_) {
+      const Graph g = recorder_->graph();
+      if (!dot_.empty()) write_text_file(dot_, g.to_dot({.transitive_reduction = true}));
+      if (!json_.empty()) write_text_file(json_, g.to_json());
+      const GraphAnalysis a = analyze(g);
+      std::fprintf(stderr,
+                   "depengine: recorded %zu ops, %zu edges to %s%s%s; measured work %.3f ms, "
+                   "span %.3f ms, parallelism %.2f\n",
+                   a.ops, a.edges, dot_.c_str(), dot_.empty() || json_.empty() ? "" : " and ",
+                   json_.c_str(), a.work / 1e3, a.span / 1e3, a.parallelism);
+    }
+    if (profiler_) {
+      profiler_->write_chrome_trace(trace_);
+      std::fprintf(stderr, "depengine: wrote the Chrome trace to %s\n%s", trace_.c_str(),
+                   profiler_->summary().table().c_str());
+    }
+  }
+
+  std::string dot_, json_, trace_;
+  std::shared_ptr<GraphRecorder> recorder_;
+  std::shared_ptr<Profiler> profiler_;
+  std::unique_ptr<ObserverFanout> fanout_;
+};
+
+}  // namespace
+
+std::shared_ptr<Observer> observer_from_environment() {
+  const std::string record = env("DEPENGINE_RECORD");
+  const std::string profile = env("DEPENGINE_PROFILE");
+  std::string dot, json;
+  if (record == "1") {
+    dot = "depengine_graph.dot";
+    json = "depengine_graph.json";
+  } else if (record.ends_with(".dot") && record.size() > 4) {
+    dot = record;
+  } else if (record.ends_with(".json") && record.size() > 5) {
+    json = record;
+  } else if (!record.empty() && record != "0") {
+    throw Error("DEPENGINE_RECORD='" + record +
+                "' is not 0, 1, or a file name ending in .dot or .json");
+  }
+  std::string trace = profile == "0" ? "" : profile;
+  if (dot.empty() && json.empty() && trace.empty()) return nullptr;
+
+  static std::atomic<int> engines{0};
+  const int k = engines.fetch_add(1);
+  return std::make_shared<EnvObserver>(dot.empty() ? "" : numbered(dot, k),
+                                       json.empty() ? "" : numbered(json, k),
+                                       trace.empty() ? "" : numbered(trace, k));
+}
+
+}  // namespace depengine::detail

@@ -1,0 +1,95 @@
+// Graph files: a program described in JSON instead of C++, so that DAGs can be generated,
+// analyzed and run from the command line.
+//
+//   { "ops": [ {"name": "potrf_0", "reads": [], "writes": ["A00"], "cost_us": 40},
+//              {"name": "trsm_1_0", "reads": ["A00"], "writes": ["A10"], "cost_us": 60,
+//               "device": "cpu", "lane": "compute", "priority": 1} ] }
+//
+// Vars are named by strings and created on first use; an op that lists a var in both
+// "reads" and "writes" reads and writes it. `cost_us` (default 0) is busy work of that
+// length; `device` ("cpu", "gpu(N)"), `lane` and `priority` are optional. A graph JSON
+// dump (Graph::to_json) is accepted as well: its nodes become the ops, in dump order.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "depengine/device.h"
+#include "depengine/engine.h"
+#include "depengine/graph.h"
+
+namespace depengine::graphfile {
+
+struct OpSpec {
+  std::string name;
+  std::vector<std::size_t> reads;   // indices into Program::vars, each once
+  std::vector<std::size_t> writes;  // likewise; a var in both lists is read and written
+  double cost_us = 0;
+  Device device;
+  Lane lane = Lane::compute;
+  int priority = 0;
+};
+
+struct Program {
+  std::vector<std::string> vars;  // in order of first use
+  std::vector<OpSpec> ops;        // in push order
+};
+
+// A malformed graph file. The message names the op index and the field.
+class FileError : public std::runtime_error {
+ public:
+  // `op` is the index of the offending op, or -1 when the problem is not inside one.
+  FileError(const std::string& message, long op, std::string field)
+      : std::runtime_error(message), op_(op), field_(std::move(field)) {}
+  long op() const noexcept { return op_; }
+  const std::string& field() const noexcept { return field_; }
+
+ private:
+  long op_;
+  std::string field_;
+};
+
+// The largest cost_us a file may give (1000 s), so a typo cannot start a day-long run.
+inline constexpr double kMaxCostUs = 1e9;
+
+// Parses a graph file or a graph JSON dump. Throws FileError; never a partial program.
+Program parse_program(std::string_view text);
+// Reads `path` ("-": standard input) and parses it. Throws FileError.
+Program load_program(const std::string& path);
+
+// The program as a graph file (what `depengine generate` writes).
+std::string to_json(const Program& program);
+
+// The program's dependency graph as the engine would record it (node ids are op indices,
+// costs are cost_us, var ids are var indices + 1 and carry their names).
+Graph to_graph(const Program& program);
+
+// Throws FileError (field "device") for the first op on a GPU that is not there:
+// `gpus` is how many GPUs (real or host-simulated) the engine that will run it has.
+void check_devices(const Program& program, int gpus);
+
+// Runs the program on `engine`: one var per program var, one push per op busy-spinning for
+// its cost, then wait_all. When `recorder` is given, the vars get their names in it.
+// Returns the wall time in seconds from the first push to the end of wait_all.
+double run(Engine& engine, const Program& program, GraphRecorder* recorder = nullptr);
+
+// Well-known DAG shapes. Every op costs `cost_us`. Throw std::invalid_argument for sizes
+// out of range.
+Program generate_cholesky(int tiles, double cost_us);  // T(T+1)(T+2)/6 ops
+Program generate_lu(int tiles, double cost_us);        // no pivoting; T(T+1)(2T+1)/6 ops
+Program generate_stencil(int width, int steps, double cost_us);  // 1-D, 3-point
+Program generate_tree(int leaves, double cost_us);               // binary reduction
+Program generate_forkjoin(int width, int stages, double cost_us);
+// `ops` ops over `vars` vars, each reading `reads` and writing `writes` distinct vars
+// chosen by a seeded generator (the same seed gives the same file everywhere).
+Program generate_random(int ops, int vars, int reads, int writes, std::uint64_t seed,
+                        double cost_us);
+
+// Busy-waits for `us` microseconds on the steady clock.
+void spin_for_us(double us);
+
+}  // namespace depengine::graphfile
