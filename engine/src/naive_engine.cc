@@ -38,7 +38,7 @@ class NaiveEngine final : public Engine, public OpSink {
     if (v.state()->deleted) {
       throw Error("wait_to_read: var #" + std::to_string(v.id()) + " was deleted");
     }
-    if (v.state()->failure) std::rethrow_exception(v.state()->failure);
+    if (v.state()->failure) std::rethrow_exception(v.state()->failure.error);
   }
 
   void wait_all() override {
@@ -129,15 +129,15 @@ class NaiveEngine final : public Engine, public OpSink {
 
   void run(Op* op) {
     op->observe_ready();
-    std::exception_ptr error = op->upstream_failure();
-    const bool skipped = error != nullptr;
+    Failure failure = op->upstream_failure();
+    const bool skipped = static_cast<bool>(failure);
     if (!skipped) {
       op->observe_start(0);
-      error = execute(op);
+      failure = Failure{execute(op), op->seq};
     }
-    op->observe_end(error != nullptr, skipped);
-    op->set_write_failures(error);
-    if (error && !skipped && !failure_) failure_ = error;
+    op->observe_end(static_cast<bool>(failure), skipped);
+    op->set_write_failures(failure);
+    if (failure && !skipped && !failure_) failure_ = failure.error;
   }
 
   std::exception_ptr execute(Op* op) {

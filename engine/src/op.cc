@@ -92,16 +92,18 @@ void Op::release_vars() noexcept {
   }
 }
 
-std::exception_ptr Op::upstream_failure() noexcept {
-  for (const Access& a : acc) {
-    if (reads(a.kind) && a.var->failure) return a.var->failure;
+Failure Op::upstream_failure() const noexcept {
+  Failure earliest;
+  for (const Access& a : const_cast<Op*>(this)->acc) {
+    const Failure& f = a.var->failure;
+    if (reads(a.kind) && f && (!earliest || f.origin < earliest.origin)) earliest = f;
   }
-  return nullptr;
+  return earliest;
 }
 
-void Op::set_write_failures(const std::exception_ptr& error) noexcept {
+void Op::set_write_failures(const Failure& failure) noexcept {
   for (Access& a : acc) {
-    if (writes(a.kind)) a.var->failure = error;
+    if (writes(a.kind)) a.var->failure = failure;
   }
 }
 

@@ -32,6 +32,15 @@ struct Access {
   std::uint64_t version = 0;
 };
 
+// A failure held by a var: the exception and the push sequence number of the op that threw
+// it. When an op reads several failed vars it passes on the earliest origin's failure, so
+// the outcome does not depend on scheduling.
+struct Failure {
+  std::exception_ptr error;
+  std::uint64_t origin = 0;
+  explicit operator bool() const noexcept { return error != nullptr; }
+};
+
 struct VarState {
   explicit VarState(const void* owner_engine, std::uint64_t var_id)
       : owner(owner_engine), id(var_id) {}
@@ -52,7 +61,7 @@ struct VarState {
   bool write_active = false;
 
   // Owned by whichever op holds access: a granted write exclusively, granted reads shared.
-  std::exception_ptr failure;
+  Failure failure;
 };
 
 // Accesses stored inline for the common small case.
@@ -102,10 +111,10 @@ class Op final : public CompletionTarget {
 
   std::string display_name() const;
 
-  // The exception of the first failed var this op reads, or null.
-  std::exception_ptr upstream_failure() noexcept;
-  // Stores `error` (null clears) in every var this op writes.
-  void set_write_failures(const std::exception_ptr& error) noexcept;
+  // The failure with the earliest origin among the vars this op reads, or none.
+  Failure upstream_failure() const noexcept;
+  // Stores `failure` (empty clears) in every var this op writes.
+  void set_write_failures(const Failure& failure) noexcept;
 
   void add_ref() noexcept { refs_.fetch_add(1, std::memory_order_relaxed); }
   void release() noexcept {

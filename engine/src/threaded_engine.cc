@@ -165,9 +165,8 @@ class ThreadedEngine final : public Engine, public OpSink, public CpuRunner {
         gpu_(o.sim_gpus > 0 ? make_sim_backend(o.sim_gpus) : make_cuda_backend()) {}
 
   ~ThreadedEngine() override {
+    shutting_down_.store(true);  // from now on only running ops may push
     drain();
-    shutting_down_.store(true);
-    drain();  // ops that were running may have pushed more
     while (external_finishers_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
   }
 
@@ -220,7 +219,7 @@ class ThreadedEngine final : public Engine, public OpSink, public CpuRunner {
   }
 
   Op* run_cpu(Op* op, int worker) override {
-    if (std::exception_ptr up = op->upstream_failure()) return finish(op, up, false, true);
+    if (Failure up = op->upstream_failure()) return finish(op, up, false, true);
     op->observe_start(worker);
     RunContext ctx{Device::cpu(), op->opts.lane, worker, nullptr};
     if (op->async) {
@@ -236,11 +235,11 @@ class ThreadedEngine final : public Engine, public OpSink, public CpuRunner {
         error = std::current_exception();
       }
     }
-    return finish(op, error, error != nullptr, true);
+    return finish(op, Failure{error, op->seq}, error != nullptr, true);
   }
 
   void run_gpu(Op* op, GpuLane& lane) {
-    if (std::exception_ptr up = op->upstream_failure()) {
+    if (Failure up = op->upstream_failure()) {
       finish(op, up, false, false);
       return;
     }
@@ -262,14 +261,14 @@ class ThreadedEngine final : public Engine, public OpSink, public CpuRunner {
     // Complete when the stream has run everything the op enqueued.
     lane.stream().notify_when_done([this, op, error](std::exception_ptr stream_error) {
       std::exception_ptr e = error ? error : stream_error;
-      finish(op, e, e != nullptr, false);
+      finish(op, Failure{e, op->seq}, e != nullptr, false);
     });
   }
 
   void finish_async(Op* op, std::exception_ptr error) override {
     external_finishers_.fetch_add(1, std::memory_order_acq_rel);
     const bool failed = error != nullptr;
-    finish(op, std::move(error), failed, false);
+    finish(op, Failure{std::move(error), op->seq}, failed, false);
     external_finishers_.fetch_sub(1, std::memory_order_acq_rel);
   }
 
@@ -285,7 +284,7 @@ class ThreadedEngine final : public Engine, public OpSink, public CpuRunner {
  private:
   void submit(OpPtr op, VarState* to_delete) {
     const bool counted = op->waiter == nullptr;
-    if (shutting_down_.load(std::memory_order_acquire) && counted) {
+    if (counted && shutting_down_.load(std::memory_order_acquire) && current_op() == nullptr) {
       throw Error("push " + op->display_name() + ": the engine is shutting down");
     }
     if (counted) throttle();
@@ -351,8 +350,8 @@ class ThreadedEngine final : public Engine, public OpSink, public CpuRunner {
   // Runs wait_to_read's op inline: it only reads the var's failure and wakes the caller.
   void signal(Op* op) {
     Waiter* w = op->waiter;
-    std::exception_ptr failure = op->acc[0].var->failure;
-    finish(op, nullptr, false, false);
+    std::exception_ptr failure = op->acc[0].var->failure.error;
+    finish(op, Failure{}, false, false);
     std::lock_guard lk(w->mu);
     w->failure = std::move(failure);
     w->done = true;
@@ -361,10 +360,10 @@ class ThreadedEngine final : public Engine, public OpSink, public CpuRunner {
 
   // Records the outcome, releases the accesses and dispatches what became ready. Returns
   // one ready plain CPU op for the calling worker to run next when `continuation`.
-  Op* finish(Op* op, std::exception_ptr error, bool original, bool continuation) {
-    op->observe_end(error != nullptr, error && !original);
-    op->set_write_failures(error);
-    if (original && error) record_failure(op->seq, error);
+  Op* finish(Op* op, const Failure& failure, bool original, bool continuation) {
+    op->observe_end(static_cast<bool>(failure), failure && !original);
+    op->set_write_failures(failure);
+    if (original && failure) record_failure(op->seq, failure.error);
     ReadyList ready;
     for (Access& a : op->acc) {
       Access* granted;
@@ -410,7 +409,7 @@ class ThreadedEngine final : public Engine, public OpSink, public CpuRunner {
         if (op->mark_completed()) thrown = std::current_exception();
       }
     }
-    if (thrown) finish(op, thrown, true, false);
+    if (thrown) finish(op, Failure{thrown, op->seq}, true, false);
   }
 
   void record_failure(std::uint64_t seq, const std::exception_ptr& error) {

@@ -28,7 +28,7 @@ struct PushOptions {
   // Among ready operations of one device, higher runs first.
   int priority = 0;
   // Shown in errors, profiles and graph dumps.
-  std::string name;
+  std::string name{};
 };
 
 // Engine construction options; zero means "take it from the environment or the default".

@@ -1,0 +1,429 @@
+// The contract of docs/design.md, point by point, on every engine kind and several worker
+// counts. Each test names the point it checks.
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "test_util.h"
+
+namespace depengine::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+class Contract : public testing::TestWithParam<EngineParam> {
+ protected:
+  std::unique_ptr<Engine> e_ = make_engine(GetParam());
+  bool threaded() const { return GetParam().kind == "threaded"; }
+  bool parallel() const { return threaded() && GetParam().threads >= 2; }
+};
+
+// Point 1: a chain of non-commutative updates gives the sequential result.
+TEST_P(Contract, P1_WritesApplyInPushOrder) {
+  Var v = e_->new_var();
+  long x = 1;
+  for (int i = 0; i < 2000; ++i) e_->push([&x, i] { x = (x * 3 + i) % 1000003; }, {}, {v});
+  e_->wait_to_read(v);
+  long expect = 1;
+  for (int i = 0; i < 2000; ++i) expect = (expect * 3 + i) % 1000003;
+  EXPECT_EQ(x, expect);
+}
+
+// Point 2: reads of the same version run concurrently (two readers meet).
+TEST_P(Contract, P2_ReadsOfOneVersionRunConcurrently) {
+  if (!parallel()) GTEST_SKIP() << "needs 2+ workers";
+  Var v = e_->new_var();
+  std::atomic<int> arrived{0};
+  std::atomic<bool> met{true};
+  for (int r = 0; r < 2; ++r) {
+    e_->push([&] {
+      arrived.fetch_add(1);
+      auto deadline = std::chrono::steady_clock::now() + 10s;
+      while (arrived.load() < 2) {
+        if (std::chrono::steady_clock::now() > deadline) {
+          met = false;
+          return;
+        }
+        std::this_thread::yield();
+      }
+    }, {v}, {});
+  }
+  e_->wait_all();
+  EXPECT_TRUE(met.load());
+}
+
+// Point 2: a write waits for every earlier read, and later reads wait for the write (WAR,
+// RAW, WAW).
+TEST_P(Contract, P2_WriteWaitsForEarlierReadsAndWrites) {
+  Var v = e_->new_var();
+  std::atomic<int> reads_done{0};
+  std::atomic<int> value{0};
+  std::vector<int> seen(8, -1);
+  e_->push([&] { value = 1; }, {}, {v});
+  for (int r = 0; r < 4; ++r) {
+    e_->push([&, r] {
+      std::this_thread::sleep_for(2ms);
+      seen[r] = value.load();
+      reads_done.fetch_add(1);
+    }, {v}, {});
+  }
+  int reads_at_write = -1;
+  e_->push([&] {
+    reads_at_write = reads_done.load();
+    value = 2;
+  }, {}, {v});
+  for (int r = 4; r < 8; ++r) e_->push([&, r] { seen[r] = value.load(); }, {v}, {});
+  e_->push([&] { value = 3; }, {}, {v});
+  e_->wait_all();
+  EXPECT_EQ(reads_at_write, 4);
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(seen[r], 1) << r;
+  for (int r = 4; r < 8; ++r) EXPECT_EQ(seen[r], 2) << r;
+  EXPECT_EQ(value.load(), 3);
+}
+
+// Point 3: push returns before the op runs.
+TEST_P(Contract, P3_PushDoesNotWaitForTheOperation) {
+  if (!threaded()) GTEST_SKIP() << "the naive engine runs ops inside push";
+  Var v = e_->new_var();
+  std::promise<void> release;
+  std::shared_future<void> gate = release.get_future().share();
+  std::atomic<bool> ran{false};
+  e_->push([gate, &ran] {
+    gate.wait();
+    ran = true;
+  }, {}, {v});
+  EXPECT_FALSE(ran.load());
+  release.set_value();
+  e_->wait_to_read(v);
+  EXPECT_TRUE(ran.load());
+}
+
+// Point 3: with a bound on operations in flight, push blocks until one finishes.
+TEST_P(Contract, P3_BackPressureBoundsOperationsInFlight) {
+  if (!threaded()) GTEST_SKIP() << "the naive engine never has ops in flight";
+  auto e = make_engine(GetParam(), {.max_inflight = 3});
+  ASSERT_EQ(e->max_inflight(), 3u);
+  std::promise<void> release;
+  std::shared_future<void> gate = release.get_future().share();
+  Var v = e->new_var();
+  for (int i = 0; i < 3; ++i) e->push([gate] { gate.wait(); }, {v}, {});
+  std::atomic<bool> fourth_pushed{false};
+  std::thread frontend([&] {
+    e->push([] {}, {v}, {});
+    fourth_pushed = true;
+  });
+  std::this_thread::sleep_for(50ms);
+  EXPECT_FALSE(fourth_pushed.load());
+  EXPECT_LE(e->pending(), 3u);
+  release.set_value();
+  frontend.join();
+  EXPECT_TRUE(fourth_pushed.load());
+  e->wait_all();
+  EXPECT_LE(e->peak_pending(), 3u);
+}
+
+// Point 4: wait_to_read waits for the writes of that var only; wait_all for everything.
+TEST_P(Contract, P4_WaitToReadWaitsForEarlierWrites) {
+  Var a = e_->new_var(), b = e_->new_var();
+  std::atomic<int> a_val{0};
+  for (int i = 0; i < 100; ++i) e_->push([&] { a_val.fetch_add(1); }, {}, {a});
+  e_->wait_to_read(a);
+  EXPECT_EQ(a_val.load(), 100);
+
+  std::atomic<int> done{0};
+  for (int i = 0; i < 50; ++i) {
+    e_->push([&] {
+      std::this_thread::sleep_for(50us);
+      done.fetch_add(1);
+    }, {a}, {b});
+  }
+  e_->wait_all();
+  EXPECT_EQ(done.load(), 50);
+  EXPECT_EQ(e_->pending(), 0u);
+}
+
+// Point 5: a failure poisons what the op writes, skips its readers, reaches the waits with
+// its type and message, and a later write-only op clears it.
+TEST_P(Contract, P5_FailurePropagatesAndIsRethrownWithItsType) {
+  Var a = e_->new_var(), b = e_->new_var(), c = e_->new_var();
+  std::atomic<bool> reader_ran{false};
+  e_->push([] { throw std::out_of_range("boom in producer"); }, {}, {a});
+  e_->push([&] { reader_ran = true; }, {a}, {b});
+  EXPECT_THROW(e_->wait_to_read(a), std::out_of_range);
+  try {
+    e_->wait_to_read(b);
+    FAIL() << "b should hold a's failure";
+  } catch (const std::out_of_range& ex) {
+    EXPECT_STREQ(ex.what(), "boom in producer");
+  }
+  EXPECT_FALSE(reader_ran.load());
+  // Unrelated work still runs.
+  int c_val = 0;
+  e_->push([&] { c_val = 7; }, {}, {c});
+  e_->wait_to_read(c);
+  EXPECT_EQ(c_val, 7);
+  // wait_all reports the failure once, then forgets it; the vars stay failed.
+  EXPECT_THROW(e_->wait_all(), std::out_of_range);
+  EXPECT_NO_THROW(e_->wait_all());
+  EXPECT_THROW(e_->wait_to_read(b), std::out_of_range);
+  // A successful write-only access clears the failure.
+  e_->push([] {}, {}, {a});
+  EXPECT_NO_THROW(e_->wait_to_read(a));
+  EXPECT_THROW(e_->wait_to_read(b), std::out_of_range);
+}
+
+// Point 5: a read-write access of a failed var is skipped, as a read is.
+TEST_P(Contract, P5_ReadWriteOfFailedVarIsSkipped) {
+  Var a = e_->new_var();
+  e_->push([] { throw std::runtime_error("first"); }, {}, {a});
+  bool ran = false;
+  e_->push([&] { ran = true; }, {a}, {a});
+  EXPECT_THROW(e_->wait_to_read(a), std::runtime_error);
+  EXPECT_FALSE(ran);
+  EXPECT_THROW(e_->wait_all(), std::runtime_error);
+}
+
+// Point 5: wait_all rethrows the first failure in push order since the previous wait_all.
+TEST_P(Contract, P5_WaitAllRethrowsTheFirstFailureInPushOrder) {
+  Var a = e_->new_var(), b = e_->new_var();
+  e_->push([] {
+    std::this_thread::sleep_for(5ms);
+    throw std::runtime_error("first");
+  }, {}, {a});
+  e_->push([] { throw std::logic_error("second"); }, {}, {b});
+  try {
+    e_->wait_all();
+    FAIL() << "expected a failure";
+  } catch (const std::runtime_error& ex) {
+    EXPECT_STREQ(ex.what(), "first");
+  }
+  EXPECT_NO_THROW(e_->wait_all());
+}
+
+// Point 5: an op reading two failed vars passes one of their failures on.
+TEST_P(Contract, P5_ReaderOfSeveralFailedVarsPassesOneOn) {
+  Var a = e_->new_var(), b = e_->new_var(), c = e_->new_var();
+  e_->push([] { throw std::runtime_error("a"); }, {}, {a});
+  e_->push([] { throw std::runtime_error("b"); }, {}, {b});
+  e_->push([] {}, {a, b}, {c});
+  try {
+    e_->wait_to_read(c);
+    FAIL() << "expected a failure";
+  } catch (const std::runtime_error& ex) {
+    EXPECT_TRUE(std::string(ex.what()) == "a" || std::string(ex.what()) == "b") << ex.what();
+  }
+  EXPECT_THROW(e_->wait_all(), std::runtime_error);
+}
+
+// Point 6: deleting a var is a write: it runs after the earlier accesses.
+TEST_P(Contract, P6_DeleteRunsAfterEarlierAccesses) {
+  Var v = e_->new_var();
+  std::atomic<int> readers{0};
+  std::atomic<int> readers_at_delete{-1};
+  for (int i = 0; i < 10; ++i) {
+    e_->push([&] {
+      std::this_thread::sleep_for(100us);
+      readers.fetch_add(1);
+    }, {v}, {});
+  }
+  e_->delete_var(v, [&] { readers_at_delete = readers.load(); });
+  e_->wait_all();
+  EXPECT_EQ(readers_at_delete.load(), 10);
+}
+
+// Point 7: several frontend threads push at once; each thread's order is kept.
+TEST_P(Contract, P7_PushFromSeveralThreads) {
+  constexpr int kThreads = 4, kOps = 2000;
+  std::vector<Var> vars;
+  for (int t = 0; t < kThreads; ++t) vars.push_back(e_->new_var());
+  Var shared = e_->new_var();
+  std::vector<long> x(kThreads, 0);
+  long total = 0;
+  std::vector<std::thread> frontends;
+  for (int t = 0; t < kThreads; ++t) {
+    frontends.emplace_back([&, t] {
+      for (int i = 0; i < kOps; ++i) {
+        e_->push([&x, t, i] { x[t] = (x[t] * 7 + i) % 1000003; }, {}, {vars[t]});
+        if (i % 16 == 0) e_->push([&total] { ++total; }, {vars[t]}, {shared});
+      }
+    });
+  }
+  for (auto& f : frontends) f.join();
+  e_->wait_all();
+  long expect = 0;
+  for (int i = 0; i < kOps; ++i) expect = (expect * 7 + i) % 1000003;
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(x[t], expect) << t;
+  EXPECT_EQ(total, kThreads * ((kOps + 15) / 16));
+}
+
+// Point 8: duplicates are merged: a var twice in one list counts once, and a var in both
+// lists is one read-write access. Neither deadlocks.
+TEST_P(Contract, P8_DuplicateVarsAreMerged) {
+  Var a = e_->new_var(), b = e_->new_var();
+  int av = 2, bv = 0;
+  e_->push([&] { bv = av + av; }, {a, a}, {b, b});
+  e_->push([&] { bv += av; }, {b, a}, {b});
+  e_->push([&] { av *= bv; }, {a, b, a}, {a, a});
+  e_->wait_all();
+  EXPECT_EQ(bv, 6);
+  EXPECT_EQ(av, 12);
+}
+
+// Async ops: completed from another thread, ordered like sync ops, failures reported.
+TEST_P(Contract, AsyncOpCompletedFromAnotherThread) {
+  Var a = e_->new_var(), b = e_->new_var();
+  std::atomic<int> av{0};
+  std::vector<std::thread> helpers;
+  std::mutex helpers_mu;
+  for (int i = 0; i < 20; ++i) {
+    e_->push_async([&, i](Completion done) {
+      std::lock_guard lk(helpers_mu);
+      helpers.emplace_back([&av, i, done] {
+        av = av * 2 + i;
+        done();
+      });
+    }, {}, {a});
+  }
+  int seen = -1;
+  e_->push([&] { seen = av.load(); }, {a}, {b});
+  e_->wait_to_read(b);
+  int expect = 0;
+  for (int i = 0; i < 20; ++i) expect = expect * 2 + i;
+  EXPECT_EQ(seen, expect);
+  std::lock_guard lk(helpers_mu);
+  for (auto& h : helpers) h.join();
+}
+
+TEST_P(Contract, AsyncOpFailureThroughCompletion) {
+  Var a = e_->new_var();
+  std::thread helper;
+  e_->push_async([&](Completion done) {
+    helper = std::thread([done] {
+      try {
+        throw std::invalid_argument("async failure");
+      } catch (...) {
+        done(std::current_exception());
+      }
+    });
+  }, {}, {a});
+  EXPECT_THROW(e_->wait_to_read(a), std::invalid_argument);
+  helper.join();
+  EXPECT_THROW(e_->wait_all(), std::invalid_argument);
+}
+
+TEST_P(Contract, AsyncOpThatThrowsBeforeCompletingFails) {
+  Var a = e_->new_var();
+  e_->push_async([](Completion) { throw std::runtime_error("thrown by async body"); }, {}, {a});
+  EXPECT_THROW(e_->wait_to_read(a), std::runtime_error);
+  EXPECT_THROW(e_->wait_all(), std::runtime_error);
+}
+
+TEST_P(Contract, AsyncOpThatDropsItsCompletionFailsInsteadOfHanging) {
+  Var a = e_->new_var();
+  e_->push_async([](Completion) {}, {}, {a});
+  EXPECT_THROW(e_->wait_to_read(a), Error);
+  EXPECT_THROW(e_->wait_all(), Error);
+}
+
+TEST_P(Contract, CompletionCalledTwiceIsAnError) {
+  Var a = e_->new_var();
+  std::promise<bool> second_threw;
+  e_->push_async([&](Completion done) {
+    done();
+    try {
+      done();
+      second_threw.set_value(false);
+    } catch (const Error&) {
+      second_threw.set_value(true);
+    }
+  }, {}, {a});
+  EXPECT_TRUE(second_threw.get_future().get());
+  e_->wait_all();
+}
+
+// Priorities: among waiting ready ops, higher priority starts first.
+TEST_P(Contract, HigherPriorityRunsFirstAmongWaitingOps) {
+  if (GetParam().threads != 1 || !threaded()) GTEST_SKIP() << "order is defined on 1 worker";
+  Var gate_var = e_->new_var();
+  std::promise<void> release;
+  std::shared_future<void> gate = release.get_future().share();
+  std::vector<int> order;
+  std::mutex mu;
+  e_->push([gate] { gate.wait(); }, {}, {gate_var});  // occupies the only worker
+  auto record = [&](int tag) {
+    std::lock_guard lk(mu);
+    order.push_back(tag);
+  };
+  for (int i = 0; i < 3; ++i) e_->push([&, i] { record(i); }, {}, {e_->new_var()});
+  e_->push([&] { record(100); }, {}, {e_->new_var()}, {.priority = 5});
+  e_->push([&] { record(50); }, {}, {e_->new_var()}, {.priority = 1});
+  e_->push([&] { record(200); }, {}, {e_->new_var()}, {.lane = Lane::priority, .priority = 9});
+  release.set_value();
+  e_->wait_all();
+  ASSERT_EQ(order.size(), 6u);
+  EXPECT_EQ(order[0], 200);
+  EXPECT_EQ(order[1], 100);
+  EXPECT_EQ(order[2], 50);
+}
+
+// Destroying an engine with pending work finishes that work.
+TEST_P(Contract, DestructionFinishesPendingWork) {
+  std::atomic<int> ran{0};
+  {
+    auto e = make_engine(GetParam());
+    Var v = e->new_var();
+    for (int i = 0; i < 500; ++i) {
+      e->push([&] {
+        std::this_thread::sleep_for(10us);
+        ran.fetch_add(1);
+      }, {}, {v});
+    }
+  }
+  EXPECT_EQ(ran.load(), 500);
+}
+
+// Var handles may be dropped while ops that use them are pending.
+TEST_P(Contract, VarHandlesDroppedWhilePending) {
+  std::atomic<int> ran{0};
+  for (int i = 0; i < 200; ++i) {
+    Var v = e_->new_var();
+    e_->push([&] { ran.fetch_add(1); }, {}, {v});
+    e_->push([&] { ran.fetch_add(1); }, {v}, {});
+  }
+  e_->wait_all();
+  EXPECT_EQ(ran.load(), 400);
+}
+
+// An op may push further ops; they run after it, in push order.
+TEST_P(Contract, NestedPushRunsAfterThePushingOp) {
+  Var v = e_->new_var();
+  std::vector<int> order;
+  e_->push([&] {
+    e_->push([&] { order.push_back(2); }, {}, {v});
+    order.push_back(1);
+  }, {}, {v});
+  e_->wait_all();
+  e_->wait_to_read(v);
+  ASSERT_EQ(order.size(), 2u);
+  EXPECT_EQ(order[0], 1);
+  EXPECT_EQ(order[1], 2);
+}
+
+INSTANTIATE_TEST_SUITE_P(Engines, Contract, kAllEngines, param_name);
+
+TEST(EngineDefault, GetReturnsOneProcessWideEngine) {
+  Engine& a = Engine::get();
+  Engine& b = Engine::get();
+  EXPECT_EQ(&a, &b);
+  Var v = a.new_var();
+  int x = 0;
+  a.push([&] { x = 5; }, {}, {v});
+  a.wait_to_read(v);
+  EXPECT_EQ(x, 5);
+}
+
+}  // namespace
+}  // namespace depengine::test

@@ -1,0 +1,154 @@
+// Misuse gets a depengine::Error naming the problem at the call, never a hang or a crash
+// (design point 8), and nothing is pushed.
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <functional>
+#include <thread>
+
+#include "test_util.h"
+
+namespace depengine::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Expects `f` to throw Error whose message contains `needle`.
+template <class F>
+void expect_error(F&& f, const std::string& needle) {
+  try {
+    f();
+    ADD_FAILURE() << "expected depengine::Error containing '" << needle << "'";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+class Misuse : public testing::TestWithParam<EngineParam> {
+ protected:
+  std::unique_ptr<Engine> e_ = make_engine(GetParam());
+};
+
+TEST_P(Misuse, PushOnDeletedVar) {
+  Var v = e_->new_var();
+  e_->delete_var(v);
+  expect_error([&] { e_->push([] {}, {v}, {}); }, "was deleted");
+  expect_error([&] { e_->push([] {}, {}, {v}); }, "was deleted");
+  expect_error([&] { e_->wait_to_read(v); }, "was deleted");
+  expect_error([&] { e_->delete_var(v); }, "was deleted");
+  EXPECT_NO_THROW(e_->wait_all());
+  EXPECT_EQ(e_->pending(), 0u);
+}
+
+TEST_P(Misuse, EmptyFunction) {
+  Var v = e_->new_var();
+  std::function<void()> empty;
+  expect_error([&] { e_->push(empty, {}, {v}); }, "function is empty");
+  void (*null_fn)() = nullptr;
+  expect_error([&] { e_->push(null_fn, {}, {v}); }, "function is empty");
+  std::function<void(Completion)> empty_async;
+  expect_error([&] { e_->push_async(empty_async, {}, {v}); }, "function is empty");
+}
+
+TEST_P(Misuse, NullVar) {
+  Var null;
+  expect_error([&] { e_->push([] {}, {null}, {}); }, "null Var");
+  expect_error([&] { e_->wait_to_read(null); }, "null Var");
+}
+
+TEST_P(Misuse, VarOfAnotherEngine) {
+  auto other = Engine::create("naive");
+  Var foreign = other->new_var();
+  expect_error([&] { e_->push([] {}, {foreign}, {}); }, "another engine");
+}
+
+TEST_P(Misuse, UnknownGpuDevice) {
+  Var v = e_->new_var();
+  expect_error([&] { e_->push([] {}, {}, {v}, {.device = Device::gpu(0)}); }, "gpu(0)");
+  auto sim = make_engine(GetParam(), {.sim_gpus = 1});
+  Var s = sim->new_var();
+  expect_error([&] { sim->push([] {}, {}, {s}, {.device = Device::gpu(3)}); }, "gpu(3)");
+  expect_error([&] { sim->push([] {}, {}, {s}, {.device = Device::gpu(-1)}); }, "gpu(-1)");
+}
+
+TEST_P(Misuse, WaitFromInsideARunningOperation) {
+  Var a = e_->new_var(), b = e_->new_var();
+  std::atomic<int> errors{0};
+  e_->push([&] {
+    try {
+      e_->wait_to_read(b);
+    } catch (const Error& err) {
+      if (std::string(err.what()).find("inside running operation") != std::string::npos) ++errors;
+    }
+    try {
+      e_->wait_all();
+    } catch (const Error&) {
+      ++errors;
+    }
+  }, {}, {a});
+  e_->wait_all();
+  EXPECT_EQ(errors.load(), 2);
+}
+
+TEST_P(Misuse, PushIntoAnEngineThatIsShuttingDown) {
+  auto e = make_engine(GetParam());
+  Var v = e->new_var();
+  std::thread helper;
+  std::atomic<bool> refused{false};
+  Engine* raw = e.get();
+  if (GetParam().kind == "naive") GTEST_SKIP() << "naive ops finish inside push";
+  e->push_async([&](Completion done) {
+    helper = std::thread([&, done] {
+      // By now the main thread is inside the destructor, which waits for this op.
+      std::this_thread::sleep_for(300ms);
+      try {
+        raw->push([] {}, {}, {v});
+      } catch (const Error& err) {
+        refused = std::string(err.what()).find("shutting down") != std::string::npos;
+      }
+      done();
+    });
+  }, {}, {v});
+  e.reset();
+  helper.join();
+  EXPECT_TRUE(refused.load());
+}
+
+INSTANTIATE_TEST_SUITE_P(Engines, Misuse, kAllEngines, param_name);
+
+TEST(MisuseCreate, UnknownEngineKind) {
+  expect_error([] { Engine::create("turbo"); }, "unknown engine kind 'turbo'");
+}
+
+TEST(MisuseCreate, BadOptions) {
+  expect_error([] { Engine::create("threaded", {.cpu_threads = -2}); }, "cpu_threads");
+  expect_error([] { Engine::create("threaded", {.max_inflight = -7}); }, "max_inflight");
+  expect_error([] { Engine::create("threaded", {.sim_gpus = -1}); }, "sim_gpus");
+}
+
+TEST(MisuseCreate, BadEnvironmentValues) {
+  struct Case {
+    const char* name;
+    const char* value;
+  };
+  for (Case c : {Case{"DEPENGINE_CPU_THREADS", "abc"}, Case{"DEPENGINE_CPU_THREADS", "0"},
+                 Case{"DEPENGINE_CPU_THREADS", "4x"}, Case{"DEPENGINE_MAX_INFLIGHT", "-1"},
+                 Case{"DEPENGINE_SIM_GPUS", "many"}}) {
+    ::setenv(c.name, c.value, 1);
+    expect_error([] { Engine::create("threaded"); }, c.name);
+    ::unsetenv(c.name);
+  }
+}
+
+TEST(MisuseCreate, EnvironmentValuesAreUsed) {
+  ::setenv("DEPENGINE_CPU_THREADS", "3", 1);
+  ::setenv("DEPENGINE_MAX_INFLIGHT", "64", 1);
+  auto e = Engine::create("threaded");
+  EXPECT_EQ(e->cpu_threads(), 3);
+  EXPECT_EQ(e->max_inflight(), 64u);
+  ::unsetenv("DEPENGINE_CPU_THREADS");
+  ::unsetenv("DEPENGINE_MAX_INFLIGHT");
+}
+
+}  // namespace
+}  // namespace depengine::test

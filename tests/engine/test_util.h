@@ -1,0 +1,33 @@
+// Helpers shared by the engine tests.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include <depengine/engine.h>
+
+namespace depengine::test {
+
+// Engine kinds with worker counts, for parameterised tests.
+struct EngineParam {
+  std::string kind;
+  int threads;
+  friend void PrintTo(const EngineParam& p, std::ostream* os) { *os << p.kind << "/" << p.threads; }
+};
+
+inline std::string param_name(const testing::TestParamInfo<EngineParam>& info) {
+  return info.param.kind + "_" + std::to_string(info.param.threads);
+}
+
+inline std::unique_ptr<Engine> make_engine(const EngineParam& p, EngineOptions o = {}) {
+  o.cpu_threads = p.threads;
+  return Engine::create(p.kind, o);
+}
+
+inline const auto kAllEngines =
+    testing::Values(EngineParam{"naive", 1}, EngineParam{"threaded", 1},
+                    EngineParam{"threaded", 2}, EngineParam{"threaded", 4});
+
+}  // namespace depengine::test
