@@ -1,0 +1,235 @@
+// depengine/ndarray.h — NDArray: float32 arrays whose operations are pushed to the
+// dependency engine and return at once, as in MXNet's mxnet.np.
+//
+//   #include <depengine/ndarray.h>
+//   using namespace depengine;
+//   NDArray a = nd::random_normal({1000, 1000}, 0.f, 1.f);
+//   NDArray b = nd::dot(a, a);          // pushed; returns before the product is computed
+//   NDArray c = a + b * 2.0f;
+//   c += 1.0f;                          // in place: c's var is read and written
+//   float s = nd::sum(c).item();        // a blocker: waits for what it reads
+//   std::cout << c;                     // a blocker too; prints like numpy's repr
+//   depengine::waitall();
+//
+// An NDArray is a handle: copies share storage (as in MXNet), `copy()` makes a new array.
+// Each storage has one engine var; an op reads its inputs' vars and writes its output's.
+// Storage is freed by a deferred delete_var, so an array may be dropped while ops that
+// use it are still pending.
+//
+// Which engine: creation functions (zeros, random_normal, array, ...) push to the current
+// engine of the calling thread — Engine::get(), or the engine of the innermost live
+// EngineScope on that thread. Every other op pushes to the engine its inputs live on.
+//
+// Errors: shapes are checked when an op is called; a mismatch throws depengine::Error
+// naming the op and both shapes, and nothing is pushed. An exception thrown while an op
+// runs reaches the user at the next blocker (wait_to_read, to_vector, item, printing,
+// waitall) on an array that depends on it.
+//
+// Thread safety: different threads may use different arrays, and read the same array,
+// concurrently. Concurrent writes to one array (in-place ops) are ordered by the engine in
+// the order the pushes happen.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <iosfwd>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "depengine/engine.h"
+
+namespace depengine {
+
+// Dimensions, outermost first. {} is a 0-d array holding one element.
+using Shape = std::vector<std::size_t>;
+
+// numpy's spelling: "(2, 3)", "(5,)", "()".
+std::string shape_str(const Shape& shape);
+
+namespace detail {
+struct Chunk;
+struct Context;
+struct ArrayInternals;
+}  // namespace detail
+
+class NDArray {
+ public:
+  // A null array: it holds nothing, and every op rejects it with an Error.
+  NDArray() = default;
+
+  bool defined() const noexcept { return chunk_ != nullptr; }
+  const Shape& shape() const noexcept { return shape_; }
+  std::size_t ndim() const noexcept { return shape_.size(); }
+  // Number of elements.
+  std::size_t size() const noexcept;
+  Device device() const noexcept;
+
+  // The engine this array's ops are pushed to.
+  Engine& engine() const;
+  // The var that orders accesses to the storage. An op of your own that reads or writes
+  // data() must declare it: `engine().push(fn, {x.var()}, {y.var()})`.
+  const Var& var() const;
+  // The storage (row-major). Only valid to touch inside an op that declares var().
+  float* data() const;
+
+  // Blocks until every write to this array pushed before has finished; rethrows the
+  // failure of the op that should have produced it.
+  void wait_to_read() const;
+  // Blocks (wait_to_read), then copies the elements out.
+  std::vector<float> to_vector() const;
+  // Blocks, then returns the only element; throws Error unless size() == 1.
+  float item() const;
+
+  // A new array with the same elements (pushed, like every op).
+  NDArray copy() const;
+  // A view with another shape and the same storage and var (no copy, nothing pushed).
+  NDArray reshape(Shape shape) const;
+  // The transpose of a 2-D array (a copy); 0-d and 1-d arrays are copied as they are.
+  NDArray T() const;
+
+  NDArray operator-() const;
+  // In place: this array's var is read and written. `b` must broadcast to shape().
+  NDArray& operator+=(const NDArray& b);
+  NDArray& operator-=(const NDArray& b);
+  NDArray& operator*=(const NDArray& b);
+  NDArray& operator/=(const NDArray& b);
+  NDArray& operator+=(float s);
+  NDArray& operator-=(float s);
+  NDArray& operator*=(float s);
+  NDArray& operator/=(float s);
+
+ private:
+  friend struct detail::ArrayInternals;
+  NDArray(std::shared_ptr<detail::Chunk> chunk, Shape shape)
+      : chunk_(std::move(chunk)), shape_(std::move(shape)) {}
+
+  std::shared_ptr<detail::Chunk> chunk_;
+  Shape shape_;
+};
+
+// Elementwise with numpy broadcasting (shapes aligned from the right; a dimension of 1,
+// or a missing one, is repeated). A row vector (n,) or (1, n) or a column vector (m, 1)
+// broadcasts over an (m, n) matrix.
+NDArray operator+(const NDArray& a, const NDArray& b);
+NDArray operator-(const NDArray& a, const NDArray& b);
+NDArray operator*(const NDArray& a, const NDArray& b);
+NDArray operator/(const NDArray& a, const NDArray& b);
+NDArray operator+(const NDArray& a, float s);
+NDArray operator-(const NDArray& a, float s);
+NDArray operator*(const NDArray& a, float s);
+NDArray operator/(const NDArray& a, float s);
+NDArray operator+(float s, const NDArray& a);
+NDArray operator-(float s, const NDArray& a);
+NDArray operator*(float s, const NDArray& a);
+NDArray operator/(float s, const NDArray& a);
+
+// Prints like numpy's repr (as mxnet.np does): `array([[1., 2.],\n       [3., 4.]])`,
+// summarized with "..." above 1000 elements. Blocks until the array is computed.
+std::ostream& operator<<(std::ostream& os, const NDArray& a);
+
+// Blocks until everything pushed to the current engine before has finished; rethrows the
+// first failure since the previous waitall (Engine::wait_all).
+void waitall();
+
+// The engine that creation functions on this thread push to.
+Engine& current_engine();
+
+// Makes `engine` the current engine of the calling thread until the scope ends (scopes
+// nest; the innermost wins). Each scope has its own random generator state, seeded as
+// if by nd::seed(0), so two scopes that run the same program produce the same arrays.
+// The engine must outlive the scope and every array made under it.
+//
+//   auto e = depengine::Engine::create("naive");
+//   {
+//     depengine::EngineScope use(*e);
+//     NDArray x = nd::ones({3});   // pushed to *e
+//   }
+//
+// A scope belongs to the thread that made it; destroy scopes in reverse order.
+class EngineScope {
+ public:
+  explicit EngineScope(Engine& engine);
+  ~EngineScope();
+  EngineScope(const EngineScope&) = delete;
+  EngineScope& operator=(const EngineScope&) = delete;
+
+ private:
+  std::unique_ptr<detail::Context> context_;
+  detail::Context* previous_;
+};
+
+namespace nd {
+
+// Creation. Arrays live on the CPU; other devices are rejected with an Error until a
+// build has kernels for them.
+NDArray zeros(const Shape& shape, Device device = Device::cpu());
+NDArray ones(const Shape& shape, Device device = Device::cpu());
+NDArray full(const Shape& shape, float value, Device device = Device::cpu());
+// 1-d: start, start + step, ... while < stop (> stop for a negative step).
+NDArray arange(double start, double stop, double step = 1.0, Device device = Device::cpu());
+// Copies `values` (row-major, size = product of shape) into a new array at once, so the
+// caller may reuse its buffer.
+NDArray array(std::span<const float> values, const Shape& shape, Device device = Device::cpu());
+NDArray array(const std::vector<float>& values, const Shape& shape,
+              Device device = Device::cpu());
+
+// Random arrays from the current engine's counter-based generator (Philox4x32-10). The
+// generator's state is an engine var that each random op reads and writes, so the same
+// seed gives the same arrays on any engine and any number of workers.
+NDArray random_uniform(const Shape& shape, float low = 0.0f, float high = 1.0f,
+                       Device device = Device::cpu());
+NDArray random_normal(const Shape& shape, float mean = 0.0f, float stddev = 1.0f,
+                      Device device = Device::cpu());
+// Restarts the current engine's generator (pushed, so it is ordered with random ops).
+void seed(std::uint64_t seed);
+
+// Matrix product as numpy.dot for 1-d and 2-d arrays: (m,k)·(k,n) -> (m,n),
+// (k,)·(k,n) -> (n,), (m,k)·(k,) -> (m,), (k,)·(k,) -> ().
+NDArray dot(const NDArray& a, const NDArray& b);
+
+NDArray add(const NDArray& a, const NDArray& b);
+NDArray subtract(const NDArray& a, const NDArray& b);
+NDArray multiply(const NDArray& a, const NDArray& b);
+NDArray divide(const NDArray& a, const NDArray& b);
+NDArray pow(const NDArray& a, const NDArray& b);
+NDArray pow(const NDArray& a, float exponent);
+NDArray maximum(const NDArray& a, const NDArray& b);
+NDArray minimum(const NDArray& a, const NDArray& b);
+
+NDArray negative(const NDArray& a);
+NDArray exp(const NDArray& a);
+NDArray log(const NDArray& a);
+NDArray relu(const NDArray& a);
+NDArray sigmoid(const NDArray& a);
+NDArray tanh(const NDArray& a);
+NDArray sqrt(const NDArray& a);
+NDArray abs(const NDArray& a);
+NDArray square(const NDArray& a);
+
+// Reductions over all elements (a 0-d result) or along `axis` (negative counts from the
+// end; the axis is removed from the shape). argmax gives float indices.
+NDArray sum(const NDArray& a);
+NDArray sum(const NDArray& a, int axis);
+NDArray mean(const NDArray& a);
+NDArray mean(const NDArray& a, int axis);
+NDArray max(const NDArray& a);
+NDArray max(const NDArray& a, int axis);
+NDArray argmax(const NDArray& a);
+NDArray argmax(const NDArray& a, int axis);
+
+NDArray copy(const NDArray& a);
+NDArray transpose(const NDArray& a);
+
+// Bytes of array storage allocated (freed when the deferred delete of the last handle's
+// var runs), and the most at once since the last reset. Process-wide; thread-safe.
+struct MemoryStats {
+  std::size_t in_use = 0;
+  std::size_t peak = 0;
+};
+MemoryStats memory_stats() noexcept;
+void reset_memory_peak() noexcept;
+
+}  // namespace nd
+}  // namespace depengine

@@ -1,0 +1,68 @@
+// Frontend internals shared by ndarray.cc, ops.cc and print.cc.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "depengine/ndarray.h"
+
+namespace depengine::detail {
+
+// Array storage: 64-byte aligned floats, counted in nd::memory_stats().
+float* allocate_storage(std::size_t elements);
+void free_storage(float* p, std::size_t elements) noexcept;
+
+// One storage block and the var that orders accesses to it. Views (reshape) share it.
+// Its destructor pushes the var's deletion, which frees the storage once every op
+// pushed before on the var has finished: ops capture raw pointers, never the Chunk.
+struct Chunk {
+  Chunk(Engine& e, std::size_t elements);
+  ~Chunk();
+  Chunk(const Chunk&) = delete;
+  Chunk& operator=(const Chunk&) = delete;
+
+  Engine* const engine;
+  const Var var;
+  const std::size_t size;
+  float* const data;
+};
+
+// A counter-based generator's state: read and written only by ops that declare rng_var.
+struct Rng {
+  std::uint64_t key = 0;
+  std::uint64_t counter = 0;
+};
+
+// What the frontend pushes to on a thread: an engine and its generator state.
+struct Context {
+  explicit Context(Engine& e);
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  Engine* const engine;
+  const Var rng_var;
+  Rng* const rng;  // freed by rng_var's deferred delete
+};
+
+// The innermost EngineScope's context on this thread, else the one on Engine::get().
+Context& current_context();
+
+struct ArrayInternals {
+  // A new, uninitialized array on `e`.
+  static NDArray make(Engine& e, Shape shape);
+  static NDArray view(const NDArray& a, Shape shape) { return NDArray(a.chunk_, std::move(shape)); }
+  static Chunk* chunk(const NDArray& a) noexcept { return a.chunk_.get(); }
+};
+
+std::size_t shape_size(const Shape& shape) noexcept;
+
+// The chunk of `a`; throws Error "<op>: ..." for a null array.
+Chunk& require(const NDArray& a, const char* op);
+
+// Writes numpy's repr of `values` (shape `shape`) to `out`.
+std::string format_array(const float* values, const Shape& shape);
+
+}  // namespace depengine::detail

@@ -1,0 +1,456 @@
+// The nd:: functions and operators: check shapes, make the output, push one op.
+#include <cmath>
+#include <cstring>
+#include <optional>
+
+#include "depengine/ops/elementwise.h"
+#include "depengine/ops/fill.h"
+#include "depengine/ops/gemm.h"
+#include "depengine/ops/random.h"
+#include "depengine/ops/reduce.h"
+#include "depengine/ops/transpose.h"
+#include "internal.h"
+
+namespace depengine {
+namespace {
+
+using detail::ArrayInternals;
+using detail::Chunk;
+using detail::require;
+
+Chunk& chunk(const NDArray& a) noexcept { return *ArrayInternals::chunk(a); }
+
+void check_device(Device device, const char* op) {
+  if (!device.is_cpu()) {
+    throw Error(std::string(op) + ": arrays on " + device.str() +
+                " are not supported by this build (CPU kernels only)");
+  }
+}
+
+Engine& same_engine(const Chunk& a, const Chunk& b, const char* op) {
+  if (a.engine != b.engine) throw Error(std::string(op) + ": the arrays live on different engines");
+  return *a.engine;
+}
+
+// numpy's broadcast shape of a and b, or nothing when they are incompatible.
+std::optional<Shape> broadcast_shape(const Shape& a, const Shape& b) {
+  const std::size_t nd = std::max(a.size(), b.size());
+  Shape out(nd);
+  for (std::size_t i = 0; i < nd; ++i) {
+    const std::size_t da = i < nd - a.size() ? 1 : a[i - (nd - a.size())];
+    const std::size_t db = i < nd - b.size() ? 1 : b[i - (nd - b.size())];
+    if (da != db && da != 1 && db != 1) return std::nullopt;
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+// The strides of `in` (row-major, aligned right to `out`), 0 where it is broadcast.
+std::vector<std::size_t> broadcast_strides(const Shape& out, const Shape& in) {
+  std::vector<std::size_t> s(out.size(), 0);
+  std::size_t stride = 1;
+  for (std::size_t k = 0; k < in.size(); ++k) {
+    const std::size_t d = out.size() - 1 - k, dim = in[in.size() - 1 - k];
+    s[d] = dim == 1 ? 0 : stride;
+    stride *= dim;
+  }
+  return s;
+}
+
+// The loop nest for a broadcast op: dimensions of 1 dropped, neighbours that are contiguous
+// in both inputs merged (a row vector over a matrix stays 2-d; equal shapes become 1-d).
+ops::Broadcast plan_broadcast(const Shape& out, const Shape& a, const Shape& b, const char* op) {
+  const std::vector<std::size_t> sa = broadcast_strides(out, a), sb = broadcast_strides(out, b);
+  std::vector<std::size_t> shape, ra, rb;  // innermost first
+  for (std::size_t k = out.size(); k-- > 0;) {
+    if (out[k] == 1) continue;
+    if (!shape.empty() && sa[k] == ra.back() * shape.back() && sb[k] == rb.back() * shape.back()) {
+      shape.back() *= out[k];
+      continue;
+    }
+    shape.push_back(out[k]);
+    ra.push_back(sa[k]);
+    rb.push_back(sb[k]);
+  }
+  ops::Broadcast bc;
+  if (shape.size() > static_cast<std::size_t>(ops::Broadcast::kMaxDims)) {
+    throw Error(std::string(op) + ": broadcasting " + shape_str(a) + " with " + shape_str(b) +
+                " needs more than 8 loop dimensions");
+  }
+  bc.ndim = static_cast<int>(shape.size());
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    const std::size_t d = shape.size() - 1 - i;
+    bc.shape[d] = shape[i];
+    bc.a_stride[d] = ra[i];
+    bc.b_stride[d] = rb[i];
+  }
+  return bc;
+}
+
+PushOptions named(const char* op) { return PushOptions{.name = op}; }
+
+// Pushes out = op(a, b) with broadcasting into `out` (which may be `a`, for in place).
+void push_binary(ops::Binary op, const Chunk& ca, const Shape& a, const Chunk& cb, const Shape& b,
+                 const Chunk& co, const Shape& out) {
+  const float* pa = ca.data;
+  const float* pb = cb.data;
+  float* po = co.data;
+  if (a == b) {
+    const std::size_t n = detail::shape_size(out);
+    ca.engine->push(
+        [=](const RunContext& ctx) { ops::cpu::binary(ctx, op, pa, pb, po, n); },
+        {ca.var, cb.var}, {co.var}, named(ops::name(op)));
+    return;
+  }
+  const ops::Broadcast bc = plan_broadcast(out, a, b, ops::name(op));
+  ca.engine->push(
+      [=](const RunContext& ctx) { ops::cpu::binary_broadcast(ctx, op, pa, pb, po, bc); },
+      {ca.var, cb.var}, {co.var}, named(ops::name(op)));
+}
+
+NDArray binary(ops::Binary op, const NDArray& a, const NDArray& b) {
+  const char* name = ops::name(op);
+  Chunk& ca = require(a, name);
+  Chunk& cb = require(b, name);
+  Engine& e = same_engine(ca, cb, name);
+  const std::optional<Shape> out_shape = broadcast_shape(a.shape(), b.shape());
+  if (!out_shape) {
+    throw Error(std::string(name) + ": shapes " + shape_str(a.shape()) + " and " +
+                shape_str(b.shape()) + " cannot be broadcast together");
+  }
+  NDArray out = ArrayInternals::make(e, *out_shape);
+  push_binary(op, ca, a.shape(), cb, b.shape(), chunk(out), out.shape());
+  return out;
+}
+
+void binary_inplace(ops::Binary op, NDArray& a, const NDArray& b) {
+  const char* name = ops::name(op);
+  Chunk& ca = require(a, name);
+  Chunk& cb = require(b, name);
+  same_engine(ca, cb, name);
+  const std::optional<Shape> out_shape = broadcast_shape(a.shape(), b.shape());
+  if (!out_shape || *out_shape != a.shape()) {
+    throw Error(std::string(name) + " (in place): shape " + shape_str(b.shape()) +
+                " does not broadcast to the output's shape " + shape_str(a.shape()));
+  }
+  push_binary(op, ca, a.shape(), cb, b.shape(), ca, a.shape());
+}
+
+void push_scalar(ops::Binary op, const Chunk& ca, float s, bool scalar_first, const Chunk& co,
+                 std::size_t n) {
+  const float* pa = ca.data;
+  float* po = co.data;
+  ca.engine->push(
+      [=](const RunContext& ctx) { ops::cpu::binary_scalar(ctx, op, pa, s, scalar_first, po, n); },
+      {ca.var}, {co.var}, named(ops::name(op)));
+}
+
+NDArray scalar(ops::Binary op, const NDArray& a, float s, bool scalar_first) {
+  Chunk& ca = require(a, ops::name(op));
+  NDArray out = ArrayInternals::make(*ca.engine, a.shape());
+  push_scalar(op, ca, s, scalar_first, chunk(out), a.size());
+  return out;
+}
+
+NDArray unary(ops::Unary op, const NDArray& a) {
+  Chunk& ca = require(a, ops::name(op));
+  NDArray out = ArrayInternals::make(*ca.engine, a.shape());
+  const float* pa = ca.data;
+  float* po = chunk(out).data;
+  const std::size_t n = a.size();
+  ca.engine->push([=](const RunContext& ctx) { ops::cpu::unary(ctx, op, pa, po, n); }, {ca.var},
+                  {chunk(out).var}, named(ops::name(op)));
+  return out;
+}
+
+NDArray reduce_all(ops::Reduce op, const NDArray& a) {
+  const char* name = ops::name(op);
+  Chunk& ca = require(a, name);
+  if (a.size() == 0 && (op == ops::Reduce::max || op == ops::Reduce::argmax)) {
+    throw Error(std::string(name) + ": the array of shape " + shape_str(a.shape()) +
+                " is empty and has no maximum");
+  }
+  NDArray out = ArrayInternals::make(*ca.engine, {});
+  const float* pa = ca.data;
+  float* po = chunk(out).data;
+  const std::size_t n = a.size();
+  ca.engine->push([=](const RunContext& ctx) { ops::cpu::reduce_all(ctx, op, pa, n, po); },
+                  {ca.var}, {chunk(out).var}, named(name));
+  return out;
+}
+
+NDArray reduce_axis(ops::Reduce op, const NDArray& a, int axis) {
+  const char* name = ops::name(op);
+  Chunk& ca = require(a, name);
+  const long nd = static_cast<long>(a.ndim());
+  const long ax = axis < 0 ? axis + nd : axis;
+  if (ax < 0 || ax >= nd) {
+    throw Error(std::string(name) + ": axis " + std::to_string(axis) +
+                " is out of range for shape " + shape_str(a.shape()));
+  }
+  const Shape& s = a.shape();
+  const std::size_t len = s[static_cast<std::size_t>(ax)];
+  if (len == 0 && (op == ops::Reduce::max || op == ops::Reduce::argmax)) {
+    throw Error(std::string(name) + ": axis " + std::to_string(axis) + " of shape " +
+                shape_str(s) + " is empty and has no maximum");
+  }
+  std::size_t outer = 1, inner = 1;
+  Shape out_shape;
+  for (long d = 0; d < nd; ++d) {
+    const std::size_t dim = s[static_cast<std::size_t>(d)];
+    if (d < ax) outer *= dim;
+    if (d > ax) inner *= dim;
+    if (d != ax) out_shape.push_back(dim);
+  }
+  NDArray out = ArrayInternals::make(*ca.engine, std::move(out_shape));
+  const float* pa = ca.data;
+  float* po = chunk(out).data;
+  ca.engine->push(
+      [=](const RunContext& ctx) { ops::cpu::reduce_axis(ctx, op, pa, outer, len, inner, po); },
+      {ca.var}, {chunk(out).var}, named(name));
+  return out;
+}
+
+NDArray fill(const Shape& shape, float value, Device device, const char* name) {
+  check_device(device, name);
+  NDArray out = ArrayInternals::make(current_engine(), shape);
+  float* po = chunk(out).data;
+  const std::size_t n = out.size();
+  out.engine().push([=](const RunContext& ctx) { ops::cpu::fill(ctx, po, n, value); }, {},
+                    {chunk(out).var}, named(name));
+  return out;
+}
+
+}  // namespace
+
+NDArray NDArray::copy() const { return nd::copy(*this); }
+NDArray NDArray::T() const { return nd::transpose(*this); }
+NDArray NDArray::operator-() const { return nd::negative(*this); }
+
+NDArray& NDArray::operator+=(const NDArray& b) {
+  binary_inplace(ops::Binary::add, *this, b);
+  return *this;
+}
+NDArray& NDArray::operator-=(const NDArray& b) {
+  binary_inplace(ops::Binary::sub, *this, b);
+  return *this;
+}
+NDArray& NDArray::operator*=(const NDArray& b) {
+  binary_inplace(ops::Binary::mul, *this, b);
+  return *this;
+}
+NDArray& NDArray::operator/=(const NDArray& b) {
+  binary_inplace(ops::Binary::div, *this, b);
+  return *this;
+}
+
+NDArray& NDArray::operator+=(float s) {
+  push_scalar(ops::Binary::add, require(*this, "add"), s, false, chunk(*this), size());
+  return *this;
+}
+NDArray& NDArray::operator-=(float s) {
+  push_scalar(ops::Binary::sub, require(*this, "sub"), s, false, chunk(*this), size());
+  return *this;
+}
+NDArray& NDArray::operator*=(float s) {
+  push_scalar(ops::Binary::mul, require(*this, "mul"), s, false, chunk(*this), size());
+  return *this;
+}
+NDArray& NDArray::operator/=(float s) {
+  push_scalar(ops::Binary::div, require(*this, "div"), s, false, chunk(*this), size());
+  return *this;
+}
+
+NDArray operator+(const NDArray& a, const NDArray& b) { return binary(ops::Binary::add, a, b); }
+NDArray operator-(const NDArray& a, const NDArray& b) { return binary(ops::Binary::sub, a, b); }
+NDArray operator*(const NDArray& a, const NDArray& b) { return binary(ops::Binary::mul, a, b); }
+NDArray operator/(const NDArray& a, const NDArray& b) { return binary(ops::Binary::div, a, b); }
+NDArray operator+(const NDArray& a, float s) { return scalar(ops::Binary::add, a, s, false); }
+NDArray operator-(const NDArray& a, float s) { return scalar(ops::Binary::sub, a, s, false); }
+NDArray operator*(const NDArray& a, float s) { return scalar(ops::Binary::mul, a, s, false); }
+NDArray operator/(const NDArray& a, float s) { return scalar(ops::Binary::div, a, s, false); }
+NDArray operator+(float s, const NDArray& a) { return scalar(ops::Binary::add, a, s, true); }
+NDArray operator-(float s, const NDArray& a) { return scalar(ops::Binary::sub, a, s, true); }
+NDArray operator*(float s, const NDArray& a) { return scalar(ops::Binary::mul, a, s, true); }
+NDArray operator/(float s, const NDArray& a) { return scalar(ops::Binary::div, a, s, true); }
+
+namespace nd {
+
+NDArray zeros(const Shape& shape, Device device) { return fill(shape, 0.0f, device, "zeros"); }
+NDArray ones(const Shape& shape, Device device) { return fill(shape, 1.0f, device, "ones"); }
+NDArray full(const Shape& shape, float value, Device device) {
+  return fill(shape, value, device, "full");
+}
+
+NDArray arange(double start, double stop, double step, Device device) {
+  check_device(device, "arange");
+  if (step == 0.0 || !std::isfinite(step) || !std::isfinite(start) || !std::isfinite(stop)) {
+    throw Error("arange: start, stop and a non-zero step must be finite (got " +
+                std::to_string(start) + ", " + std::to_string(stop) + ", " +
+                std::to_string(step) + ")");
+  }
+  const double count = std::ceil((stop - start) / step);
+  const std::size_t n = count > 0 ? static_cast<std::size_t>(count) : 0;
+  NDArray out = ArrayInternals::make(current_engine(), {n});
+  float* po = chunk(out).data;
+  out.engine().push([=](const RunContext& ctx) { ops::cpu::arange(ctx, po, n, start, step); },
+                    {}, {chunk(out).var}, named("arange"));
+  return out;
+}
+
+NDArray array(std::span<const float> values, const Shape& shape, Device device) {
+  check_device(device, "array");
+  if (values.size() != detail::shape_size(shape)) {
+    throw Error("array: " + std::to_string(values.size()) + " values do not fill shape " +
+                shape_str(shape));
+  }
+  NDArray out = ArrayInternals::make(current_engine(), shape);
+  // The storage is new and its var has no pending access, so the caller may fill it here.
+  if (!values.empty()) std::memcpy(chunk(out).data, values.data(), values.size_bytes());
+  return out;
+}
+
+NDArray array(const std::vector<float>& values, const Shape& shape, Device device) {
+  return array(std::span<const float>(values), shape, device);
+}
+
+NDArray random_uniform(const Shape& shape, float low, float high, Device device) {
+  check_device(device, "random_uniform");
+  if (!(low <= high)) {
+    throw Error("random_uniform: low " + std::to_string(low) + " is above high " +
+                std::to_string(high));
+  }
+  detail::Context& cx = detail::current_context();
+  NDArray out = ArrayInternals::make(*cx.engine, shape);
+  float* po = chunk(out).data;
+  const std::size_t n = out.size();
+  detail::Rng* rng = cx.rng;
+  cx.engine->push(
+      [=](const RunContext& ctx) {
+        ops::cpu::random_uniform(ctx, rng->key, rng->counter, low, high, po, n);
+        rng->counter += ops::philox_blocks(n);
+      },
+      {cx.rng_var}, {cx.rng_var, chunk(out).var}, named("random_uniform"));
+  return out;
+}
+
+NDArray random_normal(const Shape& shape, float mean, float stddev, Device device) {
+  check_device(device, "random_normal");
+  if (!(stddev >= 0.0f)) {
+    throw Error("random_normal: stddev " + std::to_string(stddev) + " is negative");
+  }
+  detail::Context& cx = detail::current_context();
+  NDArray out = ArrayInternals::make(*cx.engine, shape);
+  float* po = chunk(out).data;
+  const std::size_t n = out.size();
+  detail::Rng* rng = cx.rng;
+  cx.engine->push(
+      [=](const RunContext& ctx) {
+        ops::cpu::random_normal(ctx, rng->key, rng->counter, mean, stddev, po, n);
+        rng->counter += ops::philox_blocks(n);
+      },
+      {cx.rng_var}, {cx.rng_var, chunk(out).var}, named("random_normal"));
+  return out;
+}
+
+void seed(std::uint64_t s) {
+  detail::Context& cx = detail::current_context();
+  detail::Rng* rng = cx.rng;
+  cx.engine->push(
+      [=] {
+        rng->key = s;
+        rng->counter = 0;
+      },
+      {}, {cx.rng_var}, named("seed"));
+}
+
+NDArray dot(const NDArray& a, const NDArray& b) {
+  Chunk& ca = require(a, "dot");
+  Chunk& cb = require(b, "dot");
+  Engine& e = same_engine(ca, cb, "dot");
+  const Shape &sa = a.shape(), &sb = b.shape();
+  if (sa.empty() || sb.empty() || sa.size() > 2 || sb.size() > 2) {
+    throw Error("dot: shapes " + shape_str(sa) + " and " + shape_str(sb) +
+                " are not 1-d or 2-d arrays");
+  }
+  const std::size_t m = sa.size() == 2 ? sa[0] : 1, k = sa.back();
+  const std::size_t kb = sb[0], n = sb.size() == 2 ? sb[1] : 1;
+  if (k != kb) {
+    throw Error("dot: shapes " + shape_str(sa) + " and " + shape_str(sb) + " not aligned: " +
+                std::to_string(k) + " (dim " + std::to_string(sa.size() - 1) + ") != " +
+                std::to_string(kb) + " (dim 0)");
+  }
+  Shape out_shape;
+  if (sa.size() == 2) out_shape.push_back(m);
+  if (sb.size() == 2) out_shape.push_back(n);
+  NDArray out = ArrayInternals::make(e, std::move(out_shape));
+  const float* pa = ca.data;
+  const float* pb = cb.data;
+  float* po = chunk(out).data;
+  e.push(
+      [=](const RunContext& ctx) {
+        ops::cpu::gemm(ctx, false, false, m, n, k, 1.0f, pa, k, pb, n, 0.0f, po, n);
+      },
+      {ca.var, cb.var}, {chunk(out).var}, named("dot"));
+  return out;
+}
+
+NDArray add(const NDArray& a, const NDArray& b) { return binary(ops::Binary::add, a, b); }
+NDArray subtract(const NDArray& a, const NDArray& b) { return binary(ops::Binary::sub, a, b); }
+NDArray multiply(const NDArray& a, const NDArray& b) { return binary(ops::Binary::mul, a, b); }
+NDArray divide(const NDArray& a, const NDArray& b) { return binary(ops::Binary::div, a, b); }
+NDArray pow(const NDArray& a, const NDArray& b) { return binary(ops::Binary::pow, a, b); }
+NDArray pow(const NDArray& a, float exponent) {
+  return scalar(ops::Binary::pow, a, exponent, false);
+}
+NDArray maximum(const NDArray& a, const NDArray& b) { return binary(ops::Binary::maximum, a, b); }
+NDArray minimum(const NDArray& a, const NDArray& b) { return binary(ops::Binary::minimum, a, b); }
+
+NDArray negative(const NDArray& a) { return unary(ops::Unary::neg, a); }
+NDArray exp(const NDArray& a) { return unary(ops::Unary::exp, a); }
+NDArray log(const NDArray& a) { return unary(ops::Unary::log, a); }
+NDArray relu(const NDArray& a) { return unary(ops::Unary::relu, a); }
+NDArray sigmoid(const NDArray& a) { return unary(ops::Unary::sigmoid, a); }
+NDArray tanh(const NDArray& a) { return unary(ops::Unary::tanh, a); }
+NDArray sqrt(const NDArray& a) { return unary(ops::Unary::sqrt, a); }
+NDArray abs(const NDArray& a) { return unary(ops::Unary::abs, a); }
+NDArray square(const NDArray& a) { return unary(ops::Unary::square, a); }
+
+NDArray sum(const NDArray& a) { return reduce_all(ops::Reduce::sum, a); }
+NDArray sum(const NDArray& a, int axis) { return reduce_axis(ops::Reduce::sum, a, axis); }
+NDArray mean(const NDArray& a) { return reduce_all(ops::Reduce::mean, a); }
+NDArray mean(const NDArray& a, int axis) { return reduce_axis(ops::Reduce::mean, a, axis); }
+NDArray max(const NDArray& a) { return reduce_all(ops::Reduce::max, a); }
+NDArray max(const NDArray& a, int axis) { return reduce_axis(ops::Reduce::max, a, axis); }
+NDArray argmax(const NDArray& a) { return reduce_all(ops::Reduce::argmax, a); }
+NDArray argmax(const NDArray& a, int axis) { return reduce_axis(ops::Reduce::argmax, a, axis); }
+
+NDArray copy(const NDArray& a) {
+  Chunk& ca = require(a, "copy");
+  NDArray out = ArrayInternals::make(*ca.engine, a.shape());
+  const float* pa = ca.data;
+  float* po = chunk(out).data;
+  const std::size_t n = a.size();
+  ca.engine->push([=](const RunContext& ctx) { ops::cpu::copy(ctx, pa, po, n); }, {ca.var},
+                  {chunk(out).var}, named("copy"));
+  return out;
+}
+
+NDArray transpose(const NDArray& a) {
+  Chunk& ca = require(a, "transpose");
+  if (a.ndim() < 2) return copy(a);
+  if (a.ndim() > 2) {
+    throw Error("transpose: only arrays of at most 2 dimensions are supported, got shape " +
+                shape_str(a.shape()));
+  }
+  const std::size_t rows = a.shape()[0], cols = a.shape()[1];
+  NDArray out = ArrayInternals::make(*ca.engine, {cols, rows});
+  const float* pa = ca.data;
+  float* po = chunk(out).data;
+  ca.engine->push([=](const RunContext& ctx) { ops::cpu::transpose(ctx, pa, rows, cols, po); },
+                  {ca.var}, {chunk(out).var}, named("transpose"));
+  return out;
+}
+
+}  // namespace nd
+}  // namespace depengine

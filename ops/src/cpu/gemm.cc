@@ -1,0 +1,64 @@
+// CPU GEMM: OpenBLAS sgemm, pinned to one thread, on fixed kGemmTile×kGemmTile tiles of C
+// run as oneTBB tasks in the caller's arena (see docs/threading.md for the measurements
+// behind this choice).
+#include "depengine/ops/gemm.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <mutex>
+
+#include "parallel.h"
+
+namespace depengine::ops::cpu {
+namespace {
+
+// Below this many multiply-adds one sgemm call beats splitting into tasks.
+constexpr std::size_t kSerialFlops = std::size_t{64} * 64 * 64;
+
+void sgemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, float alpha,
+           const float* a, std::size_t lda, const float* b, std::size_t ldb, float beta,
+           float* c, std::size_t ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+              static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), alpha,
+              a, static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c,
+              static_cast<blasint>(ldc));
+}
+
+}  // namespace
+
+void pin_blas_threads() {
+  static std::once_flag once;
+  std::call_once(once, [] { openblas_set_num_threads(1); });
+}
+
+void gemm(const RunContext&, bool trans_a, bool trans_b, std::size_t m, std::size_t n,
+          std::size_t k, float alpha, const float* a, std::size_t lda, const float* b,
+          std::size_t ldb, float beta, float* c, std::size_t ldc) {
+  if (m == 0 || n == 0) return;
+  pin_blas_threads();
+  if (k == 0) {
+    for (std::size_t i = 0; i < m; ++i) {
+      for (std::size_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+    }
+    return;
+  }
+  const std::size_t tiles_m = (m + kGemmTile - 1) / kGemmTile;
+  const std::size_t tiles_n = (n + kGemmTile - 1) / kGemmTile;
+  if (tiles_m * tiles_n == 1 || m * n * k <= kSerialFlops) {
+    sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  detail::parallel_chunks(tiles_m * tiles_n, 1, [&](std::size_t t0, std::size_t t1) {
+    for (std::size_t t = t0; t < t1; ++t) {
+      const std::size_t i0 = (t / tiles_n) * kGemmTile, j0 = (t % tiles_n) * kGemmTile;
+      const std::size_t mi = std::min(kGemmTile, m - i0), nj = std::min(kGemmTile, n - j0);
+      // Row i0 of op(A) and column j0 of op(B), as stored.
+      const float* at = trans_a ? a + i0 : a + i0 * lda;
+      const float* bt = trans_b ? b + j0 * ldb : b + j0;
+      sgemm(trans_a, trans_b, mi, nj, k, alpha, at, lda, bt, ldb, beta, c + i0 * ldc + j0, ldc);
+    }
+  });
+}
+
+}  // namespace depengine::ops::cpu

@@ -1,0 +1,46 @@
+// Parallel loops for the CPU kernels.
+//
+// Chunks have a fixed size, so which elements one task handles (and, for reductions, the
+// order of additions) never depends on the thread count. The loop runs in the calling
+// thread's task arena — inside the threaded engine that is the engine's arena, so a kernel
+// borrows idle engine workers and never adds threads — and it is isolated: a worker that
+// waits for the loop's chunks runs only those, never another engine operation nested on
+// its stack.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+
+#include <oneapi/tbb/blocked_range.h>
+#include <oneapi/tbb/parallel_for.h>
+#include <oneapi/tbb/partitioner.h>
+#include <oneapi/tbb/task_arena.h>
+
+namespace depengine::ops::cpu::detail {
+
+// Elements per task of a memory-bound elementwise loop (128 KiB of float32 per stream):
+// large enough to hide the task overhead, small enough to spread a 1 MiB array.
+inline constexpr std::size_t kElementGrain = 32 * 1024;
+
+// Calls body(begin, end) for [c·grain, min(n, (c+1)·grain)) for every chunk c, in parallel.
+template <class Body>
+void parallel_chunks(std::size_t n, std::size_t grain, const Body& body) {
+  if (n == 0) return;
+  const std::size_t chunks = (n + grain - 1) / grain;
+  if (chunks == 1) {
+    body(std::size_t{0}, n);
+    return;
+  }
+  oneapi::tbb::this_task_arena::isolate([&] {
+    oneapi::tbb::parallel_for(
+        oneapi::tbb::blocked_range<std::size_t>(0, chunks, 1),
+        [&](const oneapi::tbb::blocked_range<std::size_t>& r) {
+          for (std::size_t c = r.begin(); c != r.end(); ++c) {
+            body(c * grain, std::min(n, (c + 1) * grain));
+          }
+        },
+        oneapi::tbb::simple_partitioner());
+  });
+}
+
+}  // namespace depengine::ops::cpu::detail
