@@ -1,0 +1,63 @@
+// depengine, threaded and naive: each task is one push with the task's read and write sets
+// as Var lists; the engine infers the dependencies. Vars are made before the clock starts,
+// as an application holds them already (an NDArray owns its var).
+#include <span>
+
+#include <depengine/engine.h>
+
+#include "runtime.h"
+
+namespace depengine::peers {
+namespace {
+
+class DepengineRuntime final : public Runtime {
+ public:
+  DepengineRuntime(const char* kind, int threads)
+      : engine_(Engine::create(kind, {.cpu_threads = threads, .max_inflight = -1})) {}
+
+  void prepare(const Graph& graph, Slot*, std::uint64_t) override {
+    vars_.clear();
+    for (std::size_t v = 0; v < graph.num_vars(); ++v) vars_.push_back(engine_->new_var());
+    // The tasks' accesses as Vars, laid out like graph.flat(), so each push passes two spans
+    // of it without building lists.
+    flat_.clear();
+    flat_.reserve(graph.flat().size());
+    for (std::uint32_t v : graph.flat()) flat_.push_back(vars_[v]);
+  }
+
+  void run(const Graph& graph, Slot* values, std::uint64_t iters) override {
+    const std::vector<Task>& tasks = graph.tasks();
+    const Var* base = flat_.data();
+    for (std::size_t k = 0; k < tasks.size(); ++k) {
+      const Task* t = &tasks[k];
+      const Var* acc = base + graph.offset(k);
+      engine_->push([t, k, values, iters] { run_task(*t, k, values, iters); },
+                    std::span<const Var>(acc, t->n_ro + t->n_rw),
+                    std::span<const Var>(acc + t->n_ro, t->n_rw + t->n_wo));
+    }
+    engine_->wait_all();
+  }
+
+  void release() override {
+    flat_.clear();
+    vars_.clear();
+  }
+
+ private:
+  std::unique_ptr<Engine> engine_;
+  std::vector<Var> vars_;
+  std::vector<Var> flat_;
+};
+
+}  // namespace
+
+std::vector<RuntimeEntry> depengine_runtimes() {
+  return {
+      {.name = "depengine",
+       .make = [](int threads) { return std::make_unique<DepengineRuntime>("threaded", threads); }},
+      {.name = "depengine-naive",
+       .make = [](int threads) { return std::make_unique<DepengineRuntime>("naive", threads); }},
+  };
+}
+
+}  // namespace depengine::peers
