@@ -47,7 +47,15 @@ class Writer {
     p_.ops.push_back(std::move(s));
   }
 
-  Program take() { return std::move(p_); }
+  Program take() {
+    for (OpSpec& s : p_.ops) {
+      for (auto* list : {&s.reads, &s.writes}) {
+        std::sort(list->begin(), list->end());
+        list->erase(std::unique(list->begin(), list->end()), list->end());
+      }
+    }
+    return std::move(p_);
+  }
 
  private:
   std::size_t var(const std::string& name) {

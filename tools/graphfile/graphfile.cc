@@ -237,7 +237,14 @@ Graph to_graph(const Program& program) {
   std::vector<std::uint64_t> versions(program.vars.size(), 0);
   std::vector<VarAccess> acc;
   for (std::size_t i = 0; i < program.ops.size(); ++i) {
-    const OpSpec& s = program.ops[i];
+    const OpSpec& op = program.ops[i];
+    OpSpec s;
+    s.reads = op.reads;
+    s.writes = op.writes;
+    for (auto* list : {&s.reads, &s.writes}) {
+      std::sort(list->begin(), list->end());
+      list->erase(std::unique(list->begin(), list->end()), list->end());
+    }
     acc.clear();
     // Merge the two sorted lists into one access per var, as the engine does.
     std::size_t r = 0, w = 0;
@@ -253,8 +260,8 @@ Graph to_graph(const Program& program) {
       r += take_r;
       w += take_w;
     }
-    OpInfo info{i, s.name, s.device, s.lane, s.priority, acc};
-    g.add_op(info, s.cost_us);
+    OpInfo info{i, op.name, op.device, op.lane, op.priority, acc};
+    g.add_op(info, op.cost_us);
   }
   for (std::size_t v = 0; v < program.vars.size(); ++v) g.set_var_name(v + 1, program.vars[v]);
   return g;

@@ -89,10 +89,13 @@ std::vector<GraphEdge> Graph::edges() const {
   std::vector<GraphEdge> out;
   if (!impl_) return out;
   out.reserve(edge_count());
-  for (auto [it, end] = boost::edges(impl_->g); it != end; ++it) {
-    const EdgeLabel& l = impl_->g[*it];
-    out.push_back({boost::source(*it, impl_->g), boost::target(*it, impl_->g), l.kind, l.var,
-                   l.version});
+  // By source, then in insertion order: boost::edges() would give global insertion order,
+  // which a DOT reader cannot restore.
+  for (std::size_t v = 0; v < boost::num_vertices(impl_->g); ++v) {
+    for (auto [it, end] = boost::out_edges(v, impl_->g); it != end; ++it) {
+      const EdgeLabel& l = impl_->g[*it];
+      out.push_back({v, boost::target(*it, impl_->g), l.kind, l.var, l.version});
+    }
   }
   return out;
 }

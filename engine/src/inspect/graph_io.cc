@@ -297,8 +297,25 @@ Graph Graph::from_dot(std::string_view text) {
     dot_error("syntax", e.what());
   }
 
+  // The reader orders vertices by node name as text ("10" before "2"); dumps name nodes by
+  // index, so numeric names restore the written order.
+  const std::size_t nv = boost::num_vertices(dg);
+  std::vector<std::size_t> order(nv);
+  std::vector<std::uint64_t> numeric(nv, 0);
+  bool all_numeric = true;
+  for (std::size_t v = 0; v < nv; ++v) {
+    order[v] = v;
+    all_numeric = all_numeric && parse_number(std::string_view(dg[v].node_id), numeric[v]);
+  }
+  if (all_numeric) {
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::size_t a, std::size_t b) { return numeric[a] < numeric[b]; });
+  }
+  std::vector<std::size_t> index_of(nv);
+  for (std::size_t i = 0; i < nv; ++i) index_of[order[i]] = i;
+
   Graph out;
-  for (std::size_t v = 0; v < boost::num_vertices(dg); ++v) {
+  for (std::size_t v : order) {
     const DotVertex& d = dg[v];
     const std::string where = "node '" + d.node_id + "'";
     GraphNode n;
@@ -316,20 +333,25 @@ Graph Graph::from_dot(std::string_view text) {
     if (out.find(n.id) != out.node_count()) dot_error(where, "duplicate op id " + d.op);
     out.add_node(std::move(n));
   }
+  std::vector<GraphEdge> edges;
   for (auto [it, end] = boost::edges(dg); it != end; ++it) {
     const DotEdge& d = dg[*it];
     const std::size_t from = boost::source(*it, dg);
     const std::size_t to = boost::target(*it, dg);
     const std::string where = "edge '" + dg[from].node_id + "' -> '" + dg[to].node_id + "'";
-    GraphEdge e{from, to, DepKind::raw, 0, 0};
+    GraphEdge e{index_of[from], index_of[to], DepKind::raw, 0, 0};
     if (!parse_kind(d.kind, e.kind)) dot_error(where, "bad or missing 'kind'");
     if (!parse_number(std::string_view(d.var), e.var)) dot_error(where, "bad or missing 'var'");
     if (!parse_number(std::string_view(d.version), e.version)) {
       dot_error(where, "bad or missing 'version'");
     }
     if (from == to) dot_error(where, "a self loop");
-    out.add_edge(e);
+    edges.push_back(e);
   }
+  // Each node's out edges keep file order; sources go in node order, as they were written.
+  std::stable_sort(edges.begin(), edges.end(),
+                   [](const GraphEdge& a, const GraphEdge& b) { return a.from < b.from; });
+  for (const GraphEdge& e : edges) out.add_edge(e);
   const std::string& vn = dg[boost::graph_bundle].var_names;
   if (!vn.empty()) {
     json parsed = json::parse(dot_unquote(vn), nullptr, false);

@@ -1,0 +1,135 @@
+// DOT and JSON dumps: written with Boost.Graph's graphviz support / JSON, read back
+// identical, reduced on request; bad dumps give errors, not crashes.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "depengine/error.h"
+#include "depengine/graph.h"
+#include "graphfile.h"
+
+namespace {
+
+using depengine::Graph;
+using depengine::GraphEdge;
+
+void expect_same(const Graph& a, const Graph& b) {
+  ASSERT_EQ(a.node_count(), b.node_count());
+  for (std::size_t i = 0; i < a.node_count(); ++i) {
+    const auto& x = a.node(i);
+    const auto& y = b.node(i);
+    EXPECT_EQ(x.id, y.id);
+    EXPECT_EQ(x.name, y.name);
+    EXPECT_EQ(x.device, y.device);
+    EXPECT_EQ(x.lane, y.lane);
+    EXPECT_EQ(x.priority, y.priority);
+    EXPECT_DOUBLE_EQ(x.cost_us, y.cost_us);
+    ASSERT_EQ(x.accesses.size(), y.accesses.size());
+    for (std::size_t k = 0; k < x.accesses.size(); ++k) {
+      EXPECT_EQ(x.accesses[k].var, y.accesses[k].var);
+      EXPECT_EQ(x.accesses[k].version, y.accesses[k].version);
+      EXPECT_EQ(x.accesses[k].mode, y.accesses[k].mode);
+    }
+  }
+  const auto ea = a.edges();
+  const auto eb = b.edges();
+  ASSERT_EQ(ea.size(), eb.size());
+  for (std::size_t i = 0; i < ea.size(); ++i) {
+    EXPECT_EQ(ea[i].from, eb[i].from);
+    EXPECT_EQ(ea[i].to, eb[i].to);
+    EXPECT_EQ(ea[i].kind, eb[i].kind);
+    EXPECT_EQ(ea[i].var, eb[i].var);
+    EXPECT_EQ(ea[i].version, eb[i].version);
+  }
+  for (std::uint64_t v : a.vars()) EXPECT_EQ(a.var_name(v), b.var_name(v));
+}
+
+// A program with every kind of edge, devices, lanes, priorities and awkward names.
+Graph sample() {
+  namespace gf = depengine::graphfile;
+  gf::Program p = gf::generate_random(60, 8, 2, 1, 3, 12.5);
+  p.ops[3].device = depengine::Device::gpu(1);
+  p.ops[3].lane = depengine::Lane::copy_to_device;
+  p.ops[4].lane = depengine::Lane::priority;
+  p.ops[5].priority = -7;
+  p.ops[6].name = "quote \" back\\slash, {braces}; semi=colon";
+  p.ops[7].name = "trailing backslash\\";
+  p.vars[0] = "var \"zero\"";
+  return gf::to_graph(p);
+}
+
+TEST(InspectDump, DotRoundTrip) {
+  const Graph g = sample();
+  const std::string dot = g.to_dot();
+  EXPECT_NE(dot.find("digraph"), std::string::npos);
+  EXPECT_NE(dot.find("style=dashed"), std::string::npos);  // WAR
+  EXPECT_NE(dot.find("style=dotted"), std::string::npos);  // WAW
+  expect_same(g, Graph::from_dot(dot));
+}
+
+TEST(InspectDump, JsonRoundTrip) {
+  const Graph g = sample();
+  expect_same(g, Graph::from_json(g.to_json()));
+}
+
+TEST(InspectDump, ReducedDumpsKeepOnlyTheReduction) {
+  const Graph g = sample();
+  const Graph from_dot = Graph::from_dot(g.to_dot({.transitive_reduction = true}));
+  const Graph from_json = Graph::from_json(g.to_json({.transitive_reduction = true}));
+  const auto reduced = g.reduced_edges();
+  EXPECT_LT(reduced.size(), g.edge_count());
+  EXPECT_EQ(from_dot.edge_count(), reduced.size());
+  EXPECT_EQ(from_json.edge_count(), reduced.size());
+  // Reduction keeps reachability, so the analysis is unchanged.
+  EXPECT_DOUBLE_EQ(depengine::analyze(from_dot).span, depengine::analyze(g).span);
+  EXPECT_EQ(depengine::analyze(from_json).level_width, depengine::analyze(g).level_width);
+}
+
+TEST(InspectDump, EmptyGraphRoundTrips) {
+  EXPECT_EQ(Graph::from_dot(Graph().to_dot()).node_count(), 0u);
+  EXPECT_EQ(Graph::from_json(Graph().to_json()).node_count(), 0u);
+}
+
+TEST(InspectDump, GraphvizRendersTheDump) {
+  if (std::system("command -v dot > /dev/null 2>&1") != 0) GTEST_SKIP() << "Graphviz not installed";
+  const std::string path = ::testing::TempDir() + "inspect_dump_render.dot";
+  depengine::write_text_file(path, sample().to_dot());
+  EXPECT_EQ(std::system(("dot -Tsvg -o /dev/null '" + path + "'").c_str()), 0);
+  std::remove(path.c_str());
+}
+
+TEST(InspectDump, BadDotIsAnError) {
+  EXPECT_THROW(Graph::from_dot("digraph G { 0 -> "), depengine::Error);
+  EXPECT_THROW(Graph::from_dot("digraph G { 0 [op=\"x\"]; }"), depengine::Error);
+  EXPECT_THROW(Graph::from_dot("digraph G { 0 [op=\"1\", device=\"cpu\", lane=\"sideways\", "
+                               "priority=\"0\", cost_us=\"1\"]; }"),
+               depengine::Error);
+}
+
+TEST(InspectDump, BadJsonIsAnErrorNamingNodeAndField) {
+  auto message = [](const std::string& text) {
+    try {
+      Graph::from_json(text);
+    } catch (const depengine::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message("{").find("not valid JSON"), std::string::npos);
+  EXPECT_NE(message("[]").find("top level"), std::string::npos);
+  const std::string node0 =
+      R"({"id": 1, "name": "a", "device": "cpu", "lane": "compute", "priority": 0,
+          "cost_us": 1, "accesses": []})";
+  EXPECT_EQ(message(R"({"nodes": [)" + node0 + "]}"), "no error");
+  EXPECT_NE(message(R"({"nodes": [)" + node0 + R"(, {"id": 2}]})").find("node 1: field 'name'"),
+            std::string::npos);
+  EXPECT_NE(message(R"({"nodes": [)" + node0 + "," + node0 + "]}").find("duplicate"),
+            std::string::npos);
+  EXPECT_NE(message(R"({"nodes": [)" + node0 +
+                    R"(], "edges": [{"from": 1, "to": 9, "kind": "RAW", "var": 1, "version": 1}]})")
+                .find("edge 0: field 'to'"),
+            std::string::npos);
+}
+
+}  // namespace
