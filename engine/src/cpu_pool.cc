@@ -7,6 +7,8 @@
 
 #include <oneapi/tbb/global_control.h>
 
+#include "tsan_annotations.h"
+
 namespace depengine::detail {
 namespace {
 
@@ -50,6 +52,39 @@ ParallelismRegistry& registry() {
   return r;
 }
 
+// What an enqueued oneTBB task carries; see tsan_annotations.h for the copy constructor.
+class PoolTask {
+ public:
+  PoolTask(CpuPool* pool, void (*run)(CpuPool*, Op*), Op* op) noexcept
+      : pool_(pool), run_(run), op_(op) {}
+  // The acquire pairs with the release at the end of the task that last used this memory
+  // (oneTBB recycles task objects); the release pairs with the acquire when this one runs.
+  // NOLINTNEXTLINE(cppcoreguidelines-pro-type-member-init): assigned after the acquire
+  PoolTask(const PoolTask& o) noexcept {
+    tsan_acquire(this);
+    pool_ = o.pool_;
+    run_ = o.run_;
+    op_ = o.op_;
+    tsan_release(this);
+  }
+  PoolTask& operator=(const PoolTask&) = delete;
+  void operator()() const {
+    auto* self = const_cast<PoolTask*>(this);
+    tsan_acquire(self);
+    CpuPool* pool = pool_;
+    Op* op = op_;
+    auto run = run_;
+    tsan_release(self);
+    run(pool, op);
+  }
+
+ private:
+  // No default member initializers: the copy constructor must not write before its acquire.
+  CpuPool* pool_;
+  void (*run_)(CpuPool*, Op*);
+  Op* op_;
+};
+
 }  // namespace
 
 CpuPool::CpuPool(int threads, CpuRunner& runner)
@@ -69,25 +104,31 @@ void CpuPool::submit(Op* op) {
   const int prio = op->opts.lane == Lane::priority ? std::max(op->opts.priority, 1)
                                                    : op->opts.priority;
   if (prio == 0) {
-    arena_.enqueue([this, op] {
-      run_chain(op);
-      active_.fetch_sub(1, std::memory_order_release);
-    });
+    arena_.enqueue(PoolTask(this, &CpuPool::run_direct, op));
   } else if (prio > 0) {
     high_.push(op);
     high_size_.fetch_add(1, std::memory_order_release);
-    arena_.enqueue([this] {
-      drain_high();
-      active_.fetch_sub(1, std::memory_order_release);
-    });
+    arena_.enqueue(PoolTask(this, &CpuPool::run_high, nullptr));
   } else {
     low_.push(op);
-    arena_.enqueue([this] {
-      Op* next = nullptr;
-      if (low_.try_pop(next)) run_chain(next);
-      active_.fetch_sub(1, std::memory_order_release);
-    });
+    arena_.enqueue(PoolTask(this, &CpuPool::run_low, nullptr));
   }
+}
+
+void CpuPool::run_direct(CpuPool* pool, Op* op) {
+  pool->run_chain(op);
+  pool->active_.fetch_sub(1, std::memory_order_release);
+}
+
+void CpuPool::run_high(CpuPool* pool, Op*) {
+  pool->drain_high();
+  pool->active_.fetch_sub(1, std::memory_order_release);
+}
+
+void CpuPool::run_low(CpuPool* pool, Op*) {
+  Op* op = nullptr;
+  if (pool->low_.try_pop(op)) pool->run_chain(op);
+  pool->active_.fetch_sub(1, std::memory_order_release);
 }
 
 void CpuPool::drain_high() {

@@ -46,6 +46,10 @@ class CpuPool {
   };
   using Queue = oneapi::tbb::concurrent_priority_queue<Op*, ByPriority>;
 
+  // Task bodies (see PoolTask in cpu_pool.cc).
+  static void run_direct(CpuPool* pool, Op* op);
+  static void run_high(CpuPool* pool, Op* op);
+  static void run_low(CpuPool* pool, Op* op);
   void run_chain(Op* op);
   void drain_high();
 

@@ -219,7 +219,7 @@ class ThreadedEngine final : public Engine, public OpSink, public CpuRunner {
   }
 
   Op* run_cpu(Op* op, int worker) override {
-    if (Failure up = op->upstream_failure()) return finish(op, up, false, true);
+    if (Failure up = op->upstream_failure()) return finish(op, std::move(up), false, true);
     op->observe_start(worker);
     RunContext ctx{Device::cpu(), op->opts.lane, worker, nullptr};
     if (op->async) {
@@ -235,12 +235,13 @@ class ThreadedEngine final : public Engine, public OpSink, public CpuRunner {
         error = std::current_exception();
       }
     }
-    return finish(op, Failure{error, op->seq}, error != nullptr, true);
+    const bool failed = error != nullptr;
+    return finish(op, Failure{std::move(error), op->seq}, failed, true);
   }
 
   void run_gpu(Op* op, GpuLane& lane) {
     if (Failure up = op->upstream_failure()) {
-      finish(op, up, false, false);
+      finish(op, std::move(up), false, false);
       return;
     }
     op->observe_start(lane.index());
@@ -259,10 +260,12 @@ class ThreadedEngine final : public Engine, public OpSink, public CpuRunner {
       }
     }
     // Complete when the stream has run everything the op enqueued.
-    lane.stream().notify_when_done([this, op, error](std::exception_ptr stream_error) {
-      std::exception_ptr e = error ? error : stream_error;
-      finish(op, Failure{e, op->seq}, e != nullptr, false);
-    });
+    lane.stream().notify_when_done(
+        [this, op, error = std::move(error)](std::exception_ptr stream_error) mutable {
+          std::exception_ptr e = error ? std::move(error) : std::move(stream_error);
+          const bool failed = e != nullptr;
+          finish(op, Failure{std::move(e), op->seq}, failed, false);
+        });
   }
 
   void finish_async(Op* op, std::exception_ptr error) override {
@@ -360,10 +363,15 @@ class ThreadedEngine final : public Engine, public OpSink, public CpuRunner {
 
   // Records the outcome, releases the accesses and dispatches what became ready. Returns
   // one ready plain CPU op for the calling worker to run next when `continuation`.
-  Op* finish(Op* op, const Failure& failure, bool original, bool continuation) {
+  //
+  // `failure` is taken by value and dropped before the op counts as finished: an
+  // exception_ptr still held by this thread after a waiter returned would be released
+  // here, unordered with the waiter's use of the exception.
+  Op* finish(Op* op, Failure failure, bool original, bool continuation) {
     op->observe_end(static_cast<bool>(failure), failure && !original);
     op->set_write_failures(failure);
     if (original && failure) record_failure(op->seq, failure.error);
+    failure = Failure{};
     ReadyList ready;
     for (Access& a : op->acc) {
       Access* granted;
@@ -409,7 +417,7 @@ class ThreadedEngine final : public Engine, public OpSink, public CpuRunner {
         if (op->mark_completed()) thrown = std::current_exception();
       }
     }
-    if (thrown) finish(op, Failure{thrown, op->seq}, true, false);
+    if (thrown) finish(op, Failure{std::move(thrown), op->seq}, true, false);
   }
 
   void record_failure(std::uint64_t seq, const std::exception_ptr& error) {

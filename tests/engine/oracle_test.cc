@@ -102,11 +102,10 @@ class Completer {
     cv_.notify_all();
     for (auto& t : threads_) t.join();
   }
+  // Notifies under the lock: the job may finish the test before an unlocked notify returns.
   void post(std::function<void()> job) {
-    {
-      std::lock_guard lk(mu_);
-      jobs_.push_back(std::move(job));
-    }
+    std::lock_guard lk(mu_);
+    jobs_.push_back(std::move(job));
     cv_.notify_one();
   }
 
