@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# All the tests on a fresh machine: installs the dependencies, then builds and runs the
+# suites of the release, AddressSanitizer+UBSan and ThreadSanitizer presets.
+#   scripts/test.sh                 # all three
+#   scripts/test.sh release         # a subset, by preset name
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+presets=("$@")
+if ((${#presets[@]} == 0)); then presets=(release asan tsan); fi
+
+scripts/install-deps.sh
+jobs=$(nproc)
+for preset in "${presets[@]}"; do
+  echo "=== ${preset}: configure and build"
+  cmake --preset "${preset}" >/dev/null
+  cmake --build --preset "${preset}" -j "${jobs}"
+  echo "=== ${preset}: test"
+  ctest --preset "${preset}" -j "${jobs}"
+done
+echo "=== all suites passed: ${presets[*]}"
