@@ -46,6 +46,9 @@ void Profiler::on_start(std::uint64_t id, int worker) {
   if (OpProfile* p = state_->find(id)) {
     p->start_ns = t;
     p->worker = worker;
+    // An op a worker picks up straight after finishing its predecessor may start without
+    // a ready event; it became ready when it started.
+    if (p->ready_ns < 0) p->ready_ns = t;
   }
 }
 
