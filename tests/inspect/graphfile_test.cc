@@ -1,0 +1,207 @@
+// Graph files: the documented errors for malformed files (op index and field, exit code 2,
+// nothing run), round trips, and the `depengine` commands end to end.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <cctype>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "depengine/graph.h"
+#include "graphfile.h"
+
+namespace {
+
+namespace gf = depengine::graphfile;
+
+struct Malformed {
+  const char* what;
+  const char* text;
+  long op;
+  const char* field;
+  const char* message;  // a part of the error message
+};
+
+const Malformed kMalformed[] = {
+    {"bad JSON", R"({"ops": [ {"name": "a",, } ]})", -1, "", "bad JSON at byte"},
+    {"top level not an object", R"([1, 2])", -1, "", "top level must be an object"},
+    {"no ops", R"({"opz": []})", -1, "opz", "unknown top-level field"},
+    {"missing ops", R"({})", -1, "ops", "missing"},
+    {"ops not an array", R"({"ops": {}})", -1, "ops", "must be an array"},
+    {"op not an object", R"({"ops": [{"name": "a"}, 7]})", 1, "", "must be an object"},
+    {"op with no name", R"({"ops": [{"name": "a"}, {"writes": ["x"]}]})", 1, "name", "missing"},
+    {"empty name", R"({"ops": [{"name": ""}]})", 0, "name", "non-empty string"},
+    {"name not a string", R"({"ops": [{"name": 3}]})", 0, "name", "non-empty string"},
+    {"duplicate names", R"({"ops": [{"name": "a"}, {"name": "b"}, {"name": "a"}]})", 2, "name",
+     "duplicates the name of op 0"},
+    {"reads not an array", R"({"ops": [{"name": "a", "reads": "x"}]})", 0, "reads",
+     "must be an array"},
+    {"write not a string", R"({"ops": [{"name": "a", "writes": ["x", 1]}]})", 0, "writes",
+     "entry 1 must be a non-empty string"},
+    {"negative cost", R"({"ops": [{"name": "a"}, {"name": "b", "cost_us": -5}]})", 1, "cost_us",
+     "non-negative"},
+    {"cost not a number", R"({"ops": [{"name": "a", "cost_us": "5"}]})", 0, "cost_us",
+     "must be a number"},
+    {"huge cost", R"({"ops": [{"name": "a", "cost_us": 1e12}]})", 0, "cost_us", "at most 1e9"},
+    {"unknown device", R"({"ops": [{"name": "a", "device": "tpu"}]})", 0, "device",
+     "unknown device"},
+    {"unknown lane", R"({"ops": [{"name": "a", "lane": "fast"}]})", 0, "lane", "unknown lane"},
+    {"priority not an integer", R"({"ops": [{"name": "a", "priority": 1.5}]})", 0, "priority",
+     "must be an integer"},
+    {"priority too large", R"({"ops": [{"name": "a", "priority": 4294967296}]})", 0, "priority",
+     "must be an integer"},
+    {"unknown field", R"({"ops": [{"name": "a", "cost": 5}]})", 0, "cost", "unknown field"},
+};
+
+class InspectGraphFile : public ::testing::TestWithParam<Malformed> {};
+
+TEST_P(InspectGraphFile, MalformedFileGivesTheDocumentedError) {
+  const Malformed& m = GetParam();
+  try {
+    gf::parse_program(m.text);
+    FAIL() << m.what << ": parsed";
+  } catch (const gf::FileError& e) {
+    EXPECT_EQ(e.op(), m.op) << m.what;
+    EXPECT_EQ(e.field(), m.field) << m.what;
+    EXPECT_NE(std::string(e.what()).find(m.message), std::string::npos) << e.what();
+    if (m.op >= 0) {
+      EXPECT_EQ(std::string(e.what()).rfind("op " + std::to_string(m.op), 0), 0u) << e.what();
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, InspectGraphFile, ::testing::ValuesIn(kMalformed),
+                         [](const auto& p) {
+                           std::string n = p.param.what;
+                           for (char& c : n) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+                           return n;
+                         });
+
+TEST(InspectGraphFileParse, ExampleFromTheIssue) {
+  const gf::Program p = gf::parse_program(R"({ "ops": [
+      {"name": "potrf_0", "reads": [], "writes": ["A00"], "cost_us": 40},
+      {"name": "trsm_1_0", "reads": ["A00"], "writes": ["A10"], "cost_us": 60,
+       "device": "cpu", "lane": "compute", "priority": 1} ] })");
+  ASSERT_EQ(p.ops.size(), 2u);
+  EXPECT_EQ(p.vars, (std::vector<std::string>{"A00", "A10"}));
+  EXPECT_EQ(p.ops[1].priority, 1);
+  const auto a = depengine::analyze(gf::to_graph(p));
+  EXPECT_DOUBLE_EQ(a.work, 100);
+  EXPECT_DOUBLE_EQ(a.span, 100);
+}
+
+TEST(InspectGraphFileParse, GraphFileAndDumpRoundTrip) {
+  const gf::Program p = gf::generate_lu(4, 7);
+  const gf::Program again = gf::parse_program(gf::to_json(p));
+  EXPECT_EQ(gf::to_json(again), gf::to_json(p));
+  // A JSON dump of the graph is a graph file too.
+  const gf::Program from_dump = gf::parse_program(gf::to_graph(p).to_json());
+  EXPECT_EQ(gf::to_json(from_dump), gf::to_json(p));
+}
+
+TEST(InspectGraphFileParse, GpuOpsNeedAGpu) {
+  gf::Program p = gf::generate_tree(4, 1);
+  p.ops[2].device = depengine::Device::gpu(1);
+  EXPECT_NO_THROW(gf::check_devices(p, 2));
+  try {
+    gf::check_devices(p, 1);
+    FAIL() << "no error";
+  } catch (const gf::FileError& e) {
+    EXPECT_EQ(e.op(), 2);
+    EXPECT_EQ(e.field(), "device");
+  }
+}
+
+#ifdef INSPECT_CLI
+
+struct Result {
+  int code;
+  std::string out, err;
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+Result cli(const std::string& args) {
+  const std::string dir = ::testing::TempDir();
+  const std::string out = dir + "inspect_cli.out", err = dir + "inspect_cli.err";
+  const int status =
+      std::system(("'" INSPECT_CLI "' " + args + " > '" + out + "' 2> '" + err + "'").c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
+}
+
+std::string temp_file(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(InspectCli, MalformedFileExitsWithTwoAndRunsNothing) {
+  const std::string trace = ::testing::TempDir() + "inspect_cli_bad_trace.json";
+  std::remove(trace.c_str());
+  // Op 3 is bad; ops 0-2 must not run (no timing lines, no trace).
+  const std::string bad = temp_file(
+      "inspect_bad.json",
+      R"({"ops": [{"name": "a", "writes": ["x"]}, {"name": "b", "reads": ["x"]},
+                  {"name": "c", "writes": ["x"]}, {"name": "d", "lane": "sideways"}]})");
+  const Result r = cli("run '" + bad + "' --trace '" + trace + "'");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("op 3: field 'lane'"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("naive"), std::string::npos) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(trace));
+  EXPECT_EQ(cli("analyze '" + bad + "'").code, 2);
+  EXPECT_EQ(cli("run /nonexistent/file.json").code, 2);
+  EXPECT_EQ(cli("run '" + bad + "' --threads zero").code, 2);
+  const std::string gpu = temp_file("inspect_gpu.json",
+                                    R"j({"ops": [{"name": "a", "device": "gpu(7)"}]})j");
+  const Result g = cli("run '" + gpu + "'");
+  EXPECT_EQ(g.code, 2);
+  EXPECT_NE(g.err.find("op 0: field 'device'"), std::string::npos) << g.err;
+}
+
+TEST(InspectCli, GenerateAnalyzeRun) {
+  const std::string dir = ::testing::TempDir();
+  const std::string file = dir + "inspect_chol.json";
+  ASSERT_EQ(cli("generate cholesky --tiles 4 --cost-us 50 -o '" + file + "'").code, 0);
+  const Result a = cli("analyze '" + file + "' --unit");
+  EXPECT_EQ(a.code, 0);
+  EXPECT_NE(a.out.find("graph: 20 ops"), std::string::npos) << a.out;
+  EXPECT_NE(a.out.find("span: 10 ops"), std::string::npos) << a.out;
+  EXPECT_NE(a.out.find("critical path (10 ops): potrf_0 -> trsm_1_0"), std::string::npos) << a.out;
+
+  const std::string dot = dir + "inspect_cli.dot", json = dir + "inspect_cli_graph.json",
+                    trace = dir + "inspect_cli_trace.json";
+  const Result r = cli("run '" + file + "' --threads 2 --dot '" + dot + "' --json '" + json +
+                       "' --trace '" + trace + "'");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("speedup over naive"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("parallelism: 2.00"), std::string::npos) << r.out;
+  EXPECT_EQ(depengine::Graph::from_dot(slurp(dot)).node_count(), 20u);
+  EXPECT_EQ(depengine::Graph::from_json(slurp(json)).node_count(), 20u);
+  EXPECT_NE(slurp(trace).find("traceEvents"), std::string::npos);
+  // The recorded JSON dump runs again, from standard input.
+  const Result again = cli("run - --engine naive < '" + json + "'");
+  EXPECT_EQ(again.code, 0) << again.err;
+  EXPECT_NE(again.out.find("graph: 20 ops"), std::string::npos) << again.out;
+
+  for (const char* kind : {"lu --tiles 3", "stencil --width 4 --steps 3", "tree --leaves 9",
+                           "forkjoin --width 3 --stages 2", "random --ops 50 --seed 5"}) {
+    const Result gen = cli(std::string("generate ") + kind + " --cost-us 1");
+    EXPECT_EQ(gen.code, 0) << kind << ": " << gen.err;
+    EXPECT_NO_THROW(gf::parse_program(gen.out)) << kind;
+  }
+  EXPECT_EQ(cli("generate cholesky --tiles 0").code, 2);
+  EXPECT_EQ(cli("generate spiral").code, 2);
+}
+
+#endif  // INSPECT_CLI
+
+}  // namespace
