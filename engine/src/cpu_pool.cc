@@ -52,19 +52,17 @@ ParallelismRegistry& registry() {
   return r;
 }
 
-// What an enqueued oneTBB task carries; see tsan_annotations.h for the copy constructor.
+// What an enqueued oneTBB task carries: the pool whose queues it drains. oneTBB's library
+// is not built with TSan, so the copy into oneTBB's task object and the run on a worker are
+// annotated (tsan_annotations.h); the acquire in the copy pairs with the release of the task
+// that last used the same recycled memory.
 class PoolTask {
  public:
-  PoolTask(CpuPool* pool, void (*run)(CpuPool*, Op*), Op* op) noexcept
-      : pool_(pool), run_(run), op_(op) {}
-  // The acquire pairs with the release at the end of the task that last used this memory
-  // (oneTBB recycles task objects); the release pairs with the acquire when this one runs.
+  explicit PoolTask(CpuPool* pool) noexcept : pool_(pool) {}
   // NOLINTNEXTLINE(cppcoreguidelines-pro-type-member-init): assigned after the acquire
   PoolTask(const PoolTask& o) noexcept {
     tsan_acquire(this);
     pool_ = o.pool_;
-    run_ = o.run_;
-    op_ = o.op_;
     tsan_release(this);
   }
   PoolTask& operator=(const PoolTask&) = delete;
@@ -72,17 +70,13 @@ class PoolTask {
     auto* self = const_cast<PoolTask*>(this);
     tsan_acquire(self);
     CpuPool* pool = pool_;
-    Op* op = op_;
-    auto run = run_;
     tsan_release(self);
-    run(pool, op);
+    CpuPool::drain(pool);
   }
 
  private:
-  // No default member initializers: the copy constructor must not write before its acquire.
+  // No default member initializer: the copy constructor must not write before its acquire.
   CpuPool* pool_;
-  void (*run_)(CpuPool*, Op*);
-  Op* op_;
 };
 
 }  // namespace
@@ -96,57 +90,68 @@ CpuPool::CpuPool(int threads, CpuRunner& runner)
 }
 
 CpuPool::~CpuPool() {
-  while (active_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
+  while (alive_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
 }
 
 void CpuPool::submit(Op* op) {
-  active_.fetch_add(1, std::memory_order_relaxed);
   const int prio = op->opts.lane == Lane::priority ? std::max(op->opts.priority, 1)
                                                    : op->opts.priority;
   if (prio == 0) {
-    arena_.enqueue(PoolTask(this, &CpuPool::run_direct, op));
+    normal_.push(op);
   } else if (prio > 0) {
     high_.push(op);
     high_size_.fetch_add(1, std::memory_order_release);
-    arena_.enqueue(PoolTask(this, &CpuPool::run_high, nullptr));
   } else {
     low_.push(op);
-    arena_.enqueue(PoolTask(this, &CpuPool::run_low, nullptr));
+    low_size_.fetch_add(1, std::memory_order_release);
+  }
+  queued_.fetch_add(1, std::memory_order_seq_cst);
+  spawn_drainer_if_needed();
+}
+
+void CpuPool::spawn_drainer_if_needed() {
+  int n = drainers_.load(std::memory_order_seq_cst);
+  while (n < threads_) {
+    if (drainers_.compare_exchange_weak(n, n + 1, std::memory_order_seq_cst)) {
+      alive_.fetch_add(1, std::memory_order_relaxed);
+      arena_.enqueue(PoolTask(this));
+      return;
+    }
   }
 }
 
-void CpuPool::run_direct(CpuPool* pool, Op* op) {
-  pool->run_chain(op);
-  pool->active_.fetch_sub(1, std::memory_order_release);
-}
-
-void CpuPool::run_high(CpuPool* pool, Op*) {
-  pool->drain_high();
-  pool->active_.fetch_sub(1, std::memory_order_release);
-}
-
-void CpuPool::run_low(CpuPool* pool, Op*) {
+Op* CpuPool::pop() {
   Op* op = nullptr;
-  if (pool->low_.try_pop(op)) pool->run_chain(op);
-  pool->active_.fetch_sub(1, std::memory_order_release);
-}
-
-void CpuPool::drain_high() {
-  const int worker = oneapi::tbb::this_task_arena::current_thread_index();
-  Op* op = nullptr;
-  while (high_size_.load(std::memory_order_acquire) > 0 && high_.try_pop(op)) {
+  if (high_size_.load(std::memory_order_acquire) > 0 && high_.try_pop(op)) {
     high_size_.fetch_sub(1, std::memory_order_relaxed);
-    // Continuations run here too, without re-draining (which would recurse).
-    while (op) op = runner_.run_cpu(op, worker);
+  } else if (normal_.try_pop(op)) {
+  } else if (low_size_.load(std::memory_order_acquire) > 0 && low_.try_pop(op)) {
+    low_size_.fetch_sub(1, std::memory_order_relaxed);
+  } else {
+    return nullptr;
   }
+  queued_.fetch_sub(1, std::memory_order_relaxed);
+  return op;
 }
 
-void CpuPool::run_chain(Op* op) {
+void CpuPool::drain(CpuPool* pool) {
   const int worker = oneapi::tbb::this_task_arena::current_thread_index();
-  while (op) {
-    drain_high();
-    op = runner_.run_cpu(op, worker);
+  for (;;) {
+    while (Op* op = pool->pop()) {
+      while (op) op = pool->runner_.run_cpu(op, worker);
+    }
+    // Leave, then look again: a submit that saw every drainer busy before the decrement
+    // relies on this re-check (both sides use seq_cst on queued_ and drainers_).
+    pool->drainers_.fetch_sub(1, std::memory_order_seq_cst);
+    if (pool->queued_.load(std::memory_order_seq_cst) == 0) break;
+    int n = pool->drainers_.load(std::memory_order_seq_cst);
+    bool rejoined = false;
+    while (n < pool->threads_ && !rejoined) {
+      rejoined = pool->drainers_.compare_exchange_weak(n, n + 1, std::memory_order_seq_cst);
+    }
+    if (!rejoined) break;
   }
+  pool->alive_.fetch_sub(1, std::memory_order_release);
 }
 
 }  // namespace depengine::detail

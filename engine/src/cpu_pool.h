@@ -1,14 +1,19 @@
-// The CPU worker pool: a oneTBB task_arena with one slot per worker thread. Ready ops of
-// priority 0 are enqueued as tasks directly (FIFO); prioritized ops wait in concurrent
-// priority queues that every task drains first (priority > 0) or that their own tasks
-// drain in priority order (priority < 0). Kernels that use tbb::parallel_for inside an op
-// share the same arena, so intra-op parallelism does not oversubscribe the cores.
+// The CPU worker pool, on a oneTBB task_arena with one slot per worker thread.
+//
+// Ready ops wait in three queues: a concurrent priority queue for priority > 0 (and the
+// priority lane), a FIFO concurrent queue for priority 0, and a priority queue for
+// priority < 0; a worker always takes from the first non-empty one. oneTBB tasks do not
+// carry ops one by one: up to `threads` drain tasks are alive at a time, each running ops
+// until the queues are empty, so a busy engine pays a queue push and pop per op rather than
+// a oneTBB enqueue and wake-up. Kernels that use tbb::parallel_for inside an op share the
+// arena, so intra-op parallelism does not oversubscribe the cores.
 #pragma once
 
 #include <atomic>
 #include <memory>
 
 #include <oneapi/tbb/concurrent_priority_queue.h>
+#include <oneapi/tbb/concurrent_queue.h>
 #include <oneapi/tbb/task_arena.h>
 
 #include "op.h"
@@ -18,7 +23,7 @@ namespace depengine::detail {
 class CpuRunner {
  public:
   // Runs a ready op on the current worker; returns a successor to run next on the same
-  // worker (a continuation that skips the queue), or null.
+  // worker (a continuation that skips the queues), or null.
   virtual Op* run_cpu(Op* op, int worker) = 0;
 
  protected:
@@ -28,14 +33,17 @@ class CpuRunner {
 class CpuPool {
  public:
   CpuPool(int threads, CpuRunner& runner);
-  // Waits until every task submitted has returned.
+  // Waits until every drain task has returned.
   ~CpuPool();
   CpuPool(const CpuPool&) = delete;
   CpuPool& operator=(const CpuPool&) = delete;
 
-  // Thread-safe.
+  // Queues a ready op. Thread-safe.
   void submit(Op* op);
   int threads() const noexcept { return threads_; }
+
+  // The body of a drain task (see PoolTask in cpu_pool.cc).
+  static void drain(CpuPool* pool);
 
  private:
   struct ByPriority {
@@ -44,21 +52,20 @@ class CpuPool {
       return a->seq > b->seq;
     }
   };
-  using Queue = oneapi::tbb::concurrent_priority_queue<Op*, ByPriority>;
+  using PriorityQueue = oneapi::tbb::concurrent_priority_queue<Op*, ByPriority>;
 
-  // Task bodies (see PoolTask in cpu_pool.cc).
-  static void run_direct(CpuPool* pool, Op* op);
-  static void run_high(CpuPool* pool, Op* op);
-  static void run_low(CpuPool* pool, Op* op);
-  void run_chain(Op* op);
-  void drain_high();
+  Op* pop();
+  void spawn_drainer_if_needed();
 
   const int threads_;
   CpuRunner& runner_;
   std::shared_ptr<void> parallelism_;  // keeps oneTBB's worker limit >= threads_
-  Queue high_, low_;
-  std::atomic<long> high_size_{0};
-  std::atomic<long> active_{0};
+  PriorityQueue high_, low_;
+  oneapi::tbb::concurrent_queue<Op*> normal_;
+  std::atomic<long> high_size_{0}, low_size_{0};
+  std::atomic<long> queued_{0};    // ops in the queues
+  std::atomic<int> drainers_{0};   // drain tasks enqueued or running
+  std::atomic<long> alive_{0};     // drain tasks not yet returned (for the destructor)
   oneapi::tbb::task_arena arena_;
 };
 

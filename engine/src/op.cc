@@ -1,9 +1,32 @@
 #include "op.h"
 
 #include <algorithm>
+#include <new>
 #include <vector>
 
+#include <oneapi/tbb/scalable_allocator.h>
+
 namespace depengine::detail {
+
+namespace {
+// Under a sanitizer the default allocator stays in place, so that ASan sees every op's
+// lifetime and TSan the synchronization of its reuse.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+void* scalable_new(std::size_t size) { return ::operator new(size); }
+void scalable_delete(void* p) noexcept { ::operator delete(p); }
+#else
+void* scalable_new(std::size_t size) {
+  if (void* p = scalable_malloc(size)) return p;
+  throw std::bad_alloc();
+}
+void scalable_delete(void* p) noexcept { scalable_free(p); }
+#endif
+}  // namespace
+
+void* OpFunction::operator new(std::size_t size) { return scalable_new(size); }
+void OpFunction::operator delete(void* p) noexcept { scalable_delete(p); }
+void* Op::operator new(std::size_t size) { return scalable_new(size); }
+void Op::operator delete(void* p) noexcept { scalable_delete(p); }
 
 namespace {
 std::atomic<std::uint64_t> g_next_var_id{1};
@@ -47,32 +70,49 @@ std::string Op::display_name() const {
 
 void Op::set_accesses(VarList read_list, VarList write_list, const void* owner) {
   const char* what = async ? "push_async" : "push";
-  for (const Var& v : write_list) check_var(v, owner, what);
-  for (const Var& v : read_list) check_var(v, owner, what);
+  for (const Var& v : write_list) {
+    if (!v || v.state()->owner != owner) check_var(v, owner, what);
+  }
+  for (const Var& v : read_list) {
+    if (!v || v.state()->owner != owner) check_var(v, owner, what);
+  }
   acc.resize(read_list.size() + write_list.size());
   std::size_t n = 0;
-  for (const Var& v : write_list) acc[n++] = Access{v.state(), this, nullptr, AccessKind::write, 0};
-  for (const Var& v : read_list) acc[n++] = Access{v.state(), this, nullptr, AccessKind::read, 0};
-  // Merge duplicates: sort by var, then fold runs into one access (any write wins, and a
-  // read together with a write makes read_write).
-  std::sort(acc.begin(), acc.end(), [](const Access& a, const Access& b) {
-    return std::less<>()(a.var, b.var);
-  });
-  std::size_t out = 0;
-  for (std::size_t i = 0; i < n;) {
-    Access merged = acc[i];
-    bool r = merged.kind == AccessKind::read;
-    bool w = writes(merged.kind);
-    std::size_t j = i + 1;
-    for (; j < n && acc[j].var == merged.var; ++j) {
-      r = r || acc[j].kind == AccessKind::read;
-      w = w || writes(acc[j].kind);
+  // Merges a var into the accesses so far: any write wins, and a read together with a
+  // write makes read_write. Linear search suits the usual handful of vars; long lists go
+  // through a sort instead.
+  auto add = [&](VarState* v, AccessKind kind) {
+    for (std::size_t i = 0; i < n; ++i) {
+      Access& a = acc[i];
+      if (a.var != v) continue;
+      if (a.kind != kind) a.kind = AccessKind::read_write;
+      return;
     }
-    merged.kind = w ? (r ? AccessKind::read_write : AccessKind::write) : AccessKind::read;
-    acc[out++] = merged;
-    i = j;
+    acc[n++] = Access{v, this, nullptr, kind, 0};
+  };
+  constexpr std::size_t kLinear = 16;
+  if (read_list.size() + write_list.size() <= kLinear) {
+    for (const Var& v : write_list) add(v.state(), AccessKind::write);
+    for (const Var& v : read_list) add(v.state(), AccessKind::read);
+  } else {
+    for (const Var& v : write_list) acc[n++] = Access{v.state(), this, nullptr, AccessKind::write, 0};
+    for (const Var& v : read_list) acc[n++] = Access{v.state(), this, nullptr, AccessKind::read, 0};
+    std::sort(acc.begin(), acc.end(), [](const Access& a, const Access& b) {
+      return std::less<>()(a.var, b.var);
+    });
+    std::size_t out = 0;
+    for (std::size_t i = 0; i < n;) {
+      Access merged = acc[i];
+      std::size_t j = i + 1;
+      for (; j < n && acc[j].var == merged.var; ++j) {
+        if (acc[j].kind != merged.kind) merged.kind = AccessKind::read_write;
+      }
+      acc[out++] = merged;
+      i = j;
+    }
+    n = out;
   }
-  acc.shrink(out);
+  acc.shrink(n);
   for (Access& a : acc) var_add_ref(a.var);
 }
 

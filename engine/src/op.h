@@ -98,6 +98,10 @@ struct Waiter;
 
 class Op final : public CompletionTarget {
  public:
+  // From oneTBB's scalable allocator, like OpFunction (made by a frontend, freed by a worker).
+  static void* operator new(std::size_t size);
+  static void operator delete(void* p) noexcept;
+
   Op(OpSink* sink, std::unique_ptr<OpFunction> f, bool is_async, PushOptions o)
       : fn(std::move(f)), opts(std::move(o)), async(is_async), sink_(sink) {}
 

@@ -49,6 +49,10 @@ namespace detail {
 class OpFunction {
  public:
   virtual ~OpFunction() = default;
+  // Bodies come from oneTBB's scalable allocator: they are made on the pushing thread and
+  // freed on a worker, which the general-purpose allocator handles slowly.
+  static void* operator new(std::size_t size);
+  static void operator delete(void* p) noexcept;
   // Synchronous bodies ignore `done`; asynchronous ones receive it.
   virtual void call(const RunContext& ctx, Completion* done) = 0;
 };
