@@ -8,5 +8,6 @@ int bench(int argc, char** argv);  // engine overhead scenarios, naive vs thread
 int run(int argc, char** argv);       // run a graph file, compare with naive (graph_commands.cc)
 int analyze(int argc, char** argv);   // work, span, critical path of a graph file
 int generate(int argc, char** argv);  // graph files for well-known DAGs
+int demo(int argc, char** argv);      // the d2l chapter 13.2 experiments on NDArray (demo.cc)
 
 }  // namespace depengine::cli

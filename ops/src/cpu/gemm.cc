@@ -39,20 +39,23 @@ void gemm(const RunContext&, bool trans_a, bool trans_b, std::size_t m, std::siz
   pin_blas_threads();
   if (k == 0) {
     for (std::size_t i = 0; i < m; ++i) {
-      for (std::size_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+      for (std::size_t j = 0; j < n; ++j) {
+        c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+      }
     }
     return;
   }
-  const std::size_t tiles_m = (m + kGemmTile - 1) / kGemmTile;
-  const std::size_t tiles_n = (n + kGemmTile - 1) / kGemmTile;
+  const std::size_t tile = std::max(m, n) <= 2 * kGemmTile ? kGemmTile / 2 : kGemmTile;
+  const std::size_t tiles_m = (m + tile - 1) / tile;
+  const std::size_t tiles_n = (n + tile - 1) / tile;
   if (tiles_m * tiles_n == 1 || m * n * k <= kSerialFlops) {
     sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
   detail::parallel_chunks(tiles_m * tiles_n, 1, [&](std::size_t t0, std::size_t t1) {
     for (std::size_t t = t0; t < t1; ++t) {
-      const std::size_t i0 = (t / tiles_n) * kGemmTile, j0 = (t % tiles_n) * kGemmTile;
-      const std::size_t mi = std::min(kGemmTile, m - i0), nj = std::min(kGemmTile, n - j0);
+      const std::size_t i0 = (t / tiles_n) * tile, j0 = (t % tiles_n) * tile;
+      const std::size_t mi = std::min(tile, m - i0), nj = std::min(tile, n - j0);
       // Row i0 of op(A) and column j0 of op(B), as stored.
       const float* at = trans_a ? a + i0 : a + i0 * lda;
       const float* bt = trans_b ? b + j0 * ldb : b + j0;
