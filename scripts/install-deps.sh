@@ -10,6 +10,7 @@ packages=(
   nlohmann-json3-dev graphviz
   libstarpu-dev gnuplot-nox
   dataset-fashion-mnist
+  clang libclang-rt-14-dev
 )
 
 missing=()

@@ -116,6 +116,30 @@ TEST(InspectGraphFileParse, GpuOpsNeedAGpu) {
   }
 }
 
+// The fuzzer's seed corpus, replayed through the same checks in every build (the fuzzer
+// itself needs clang; scripts/fuzz-graphfile.sh runs it).
+TEST(InspectFuzzCorpus, SeedsParseOrGiveAFileError) {
+  std::size_t parsed = 0, rejected = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(INSPECT_CORPUS)) {
+    std::ifstream in(entry.path());
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    try {
+      const gf::Program p = gf::parse_program(ss.str());
+      EXPECT_EQ(gf::to_json(gf::parse_program(gf::to_json(p))), gf::to_json(p)) << entry.path();
+      const auto a = depengine::analyze(gf::to_graph(p));
+      EXPECT_LE(a.span, a.work + 1e-9) << entry.path();
+      ++parsed;
+    } catch (const gf::FileError& e) {
+      EXPECT_EQ(entry.path().filename().string().rfind("bad_", 0), 0u)
+          << entry.path() << ": " << e.what();
+      ++rejected;
+    }
+  }
+  EXPECT_GE(parsed, 5u);
+  EXPECT_GE(rejected, 3u);
+}
+
 #ifdef INSPECT_CLI
 
 struct Result {
