@@ -300,7 +300,9 @@ TEST_P(Contract, AsyncOpCompletedFromAnotherThread) {
 TEST_P(Contract, AsyncOpFailureThroughCompletion) {
   Var a = e_->new_var();
   std::thread helper;
+  std::mutex helper_mu;  // done() may run before the assignment to `helper` completes
   e_->push_async([&](Completion done) {
+    std::lock_guard lk(helper_mu);
     helper = std::thread([done] {
       try {
         throw std::invalid_argument("async failure");
@@ -310,7 +312,10 @@ TEST_P(Contract, AsyncOpFailureThroughCompletion) {
     });
   }, {}, {a});
   EXPECT_THROW(e_->wait_to_read(a), std::invalid_argument);
-  helper.join();
+  {
+    std::lock_guard lk(helper_mu);
+    helper.join();
+  }
   EXPECT_THROW(e_->wait_all(), std::invalid_argument);
 }
 

@@ -206,17 +206,18 @@ TEST(SimStreams, EventsOrderWorkAcrossStreamsAndAreReusable) {
   auto consumer = backend->make_stream(0, Lane::copy_from_device);
   auto event = backend->make_event(0);
   EXPECT_TRUE(event->query());
-  std::vector<int> produced, consumed;
+  std::atomic<int> produced{0};
+  std::vector<int> consumed;
   for (int round = 0; round < 20; ++round) {
-    producer->enqueue_host([&, round] {
+    producer->enqueue_host([&] {
       std::this_thread::sleep_for(200us);
-      produced.push_back(round);
+      produced.fetch_add(1);
     });
     producer->record(*event);
     consumer->wait(*event);
     consumer->enqueue_host([&, round] {
-      // The event makes every earlier producer step visible here.
-      consumed.push_back(static_cast<int>(produced.size()) > round ? round : -1);
+      // The event guarantees the producer's first round+1 steps have run.
+      consumed.push_back(produced.load() > round ? round : -1);
     });
   }
   consumer->synchronize();

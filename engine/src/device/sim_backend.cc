@@ -19,11 +19,10 @@ class SimEvent final : public StreamEvent {
     std::lock_guard lk(mu_);
     return ++recorded_;
   }
+  // Notifies under the lock: a waiter may destroy the event as soon as it sees `gen`.
   void reach(std::uint64_t gen) {
-    {
-      std::lock_guard lk(mu_);
-      if (gen > reached_) reached_ = gen;
-    }
+    std::lock_guard lk(mu_);
+    if (gen > reached_) reached_ = gen;
     cv_.notify_all();
   }
   // The generation a wait() issued now must see reached.
