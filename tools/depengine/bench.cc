@@ -40,6 +40,7 @@ int bench(int argc, char** argv) {
   int repeat = 5;
   int scale = 1;
   std::vector<bench::Shape> shapes(std::begin(bench::kShapes), std::end(bench::kShapes));
+  std::vector<double> costs = {0.0, 1.0, 20.0};
   for (int i = 0; i < argc; ++i) {
     std::string_view a = argv[i];
     auto value = [&]() -> const char* {
@@ -55,9 +56,18 @@ int bench(int argc, char** argv) {
       repeat = 3;
     } else if (a == "--scenario") {
       shapes = {bench::parse_shape(value())};
+    } else if (a == "--cost") {
+      const char* text = value();
+      char* end = nullptr;
+      const double us = std::strtod(text, &end);
+      if (!*text || *end || !(us >= 0 && us <= 1e6)) {
+        throw Error(std::string("--cost expects microseconds in [0, 1e6], got '") + text + "'");
+      }
+      costs = {us};
     } else if (a == "--help" || a == "-h") {
       std::printf(
-          "usage: depengine bench [--threads N] [--repeat K] [--scenario NAME] [--quick]\n\n"
+          "usage: depengine bench [--threads N] [--repeat K] [--scenario NAME] [--cost US]\n"
+          "                       [--quick]\n\n"
           "Pushes each scenario (chain, independent, random_dag, fan) with empty, ~1 us and\n"
           "~20 us ops into the naive engine and the threaded engine with N workers (default:\n"
           "the cores), K times each (default 5), and prints median ns per op, push to\n"
@@ -76,7 +86,7 @@ int bench(int argc, char** argv) {
   std::printf("%-12s %8s %8s %14s %14s %9s %7s\n", "scenario", "op cost", "ops", "naive ns/op",
               "threaded ns/op", "speedup", "ideal");
   for (bench::Shape shape : shapes) {
-    for (double op_us : {0.0, 1.0, 20.0}) {
+    for (double op_us : costs) {
       const int ops = ops_for(op_us, scale);
       std::vector<double> tn, tt;
       for (int r = 0; r < repeat; ++r) {
@@ -84,9 +94,14 @@ int bench(int argc, char** argv) {
         tt.push_back(bench::run_scenario(*threaded, shape, ops, op_us, static_cast<std::uint32_t>(r + 1)));
       }
       const double n_ns = median(tn) * 1e9 / ops, t_ns = median(tt) * 1e9 / ops;
-      std::string cost = op_us == 0 ? "empty" : std::to_string(static_cast<int>(op_us)) + " us";
+      char cost[32];
+      if (op_us == 0) {
+        std::snprintf(cost, sizeof cost, "empty");
+      } else {
+        std::snprintf(cost, sizeof cost, "%g us", op_us);
+      }
       std::printf("%-12s %8s %8d %14.0f %14.0f %8.2fx %6.1fx\n",
-                  std::string(bench::shape_name(shape)).c_str(), cost.c_str(), ops, n_ns, t_ns,
+                  std::string(bench::shape_name(shape)).c_str(), cost, ops, n_ns, t_ns,
                   n_ns / t_ns, bench::ideal_speedup(shape, threads));
       std::fflush(stdout);
     }
