@@ -26,6 +26,12 @@ class StreamEvent {
 
 class DeviceStream : public Stream {
  public:
+  // Prepares the calling host thread to launch work on this stream (CUDA: makes the
+  // stream's device current). Called once by each thread that launches onto the stream.
+  virtual void bind_thread() = 0;
+  // Throws Error naming the device when a launch made by the calling thread since the
+  // previous call failed (CUDA: cudaGetLastError). Work raised errors go to notify_when_done.
+  virtual void check_launch() = 0;
   // Calls `cb(error)` on some host thread once all work enqueued so far has finished;
   // `error` is the first failure raised by that work since the previous notify_when_done.
   // `cb` must not block and must not call into this stream.

@@ -1,5 +1,11 @@
 // Host-simulated GPUs: each stream is a thread draining an in-order queue of host tasks;
 // events are generation counters that a stream advances when it reaches a recorded point.
+//
+// Errors model a CUDA fault: a host task that throws puts its stream in error until
+// notify_when_done reports it; tasks enqueued behind it on that stream are skipped, an event
+// recorded meanwhile carries the error, and a stream that waits on such an event takes the
+// error on (and skips its own work) in turn. So work that depends on failed device work does
+// not run, on any stream, while later independent work does.
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -20,9 +26,12 @@ class SimEvent final : public StreamEvent {
     return ++recorded_;
   }
   // Notifies under the lock: a waiter may destroy the event as soon as it sees `gen`.
-  void reach(std::uint64_t gen) {
+  void reach(std::uint64_t gen, std::exception_ptr error) {
     std::lock_guard lk(mu_);
-    if (gen > reached_) reached_ = gen;
+    if (gen > reached_) {
+      reached_ = gen;
+      error_ = std::move(error);
+    }
     cv_.notify_all();
   }
   // The generation a wait() issued now must see reached.
@@ -30,9 +39,11 @@ class SimEvent final : public StreamEvent {
     std::lock_guard lk(mu_);
     return recorded_;
   }
-  void wait_for(std::uint64_t gen) {
+  // Returns the error carried by the last point reached.
+  std::exception_ptr wait_for(std::uint64_t gen) {
     std::unique_lock lk(mu_);
     cv_.wait(lk, [&] { return reached_ >= gen; });
+    return error_;
   }
   bool query() override {
     std::lock_guard lk(mu_);
@@ -45,6 +56,7 @@ class SimEvent final : public StreamEvent {
   std::condition_variable cv_;
   std::uint64_t recorded_ = 0;
   std::uint64_t reached_ = 0;
+  std::exception_ptr error_;
 };
 
 class SimStream final : public DeviceStream {
@@ -64,9 +76,12 @@ class SimStream final : public DeviceStream {
   Device device() const noexcept override { return device_; }
   Lane lane() const noexcept override { return lane_; }
   void* native_handle() const noexcept override { return nullptr; }
+  void bind_thread() override {}
+  void check_launch() override {}
 
   void enqueue_host(std::function<void()> fn) override {
     push([fn = std::move(fn), this] {
+      if (error_) return;  // behind failed work
       try {
         fn();
       } catch (...) {
@@ -80,12 +95,15 @@ class SimStream final : public DeviceStream {
   void record(StreamEvent& event) override {
     auto& e = static_cast<SimEvent&>(event);
     std::uint64_t gen = e.begin_record();
-    push([&e, gen] { e.reach(gen); });
+    push([&e, gen, this] { e.reach(gen, error_); });
   }
   void wait(StreamEvent& event) override {
     auto& e = static_cast<SimEvent&>(event);
     std::uint64_t gen = e.target();
-    push([&e, gen] { e.wait_for(gen); });
+    push([&e, gen, this] {
+      std::exception_ptr error = e.wait_for(gen);
+      if (error && !error_) error_ = std::move(error);
+    });
   }
   void synchronize() override {
     std::mutex m;

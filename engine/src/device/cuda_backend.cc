@@ -1,0 +1,319 @@
+// The CUDA backend: real streams and events over the CUDA runtime. Plain C++ linked to
+// cudart (no kernels here), built only when CUDA is enabled; no_cuda_backend.cc stands in
+// otherwise.
+//
+// Completion: each stream has a completion thread. notify_when_done records a pooled event
+// created with cudaEventBlockingSync and queues it with the callback; the thread waits on the
+// events in order (sleeping, not spinning) and calls the callbacks, never a CPU worker. The
+// callbacks themselves are engine code that makes no CUDA call.
+//
+// enqueue_host uses cudaLaunchHostFunc. Its function must not call CUDA (a CUDA rule); an
+// exception it throws is kept with the number of the host task that threw it, so that
+// notify_when_done reports it to the callback whose span of work contains that task.
+#include <cuda_runtime_api.h>
+
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "depengine/error.h"
+#include "device/device_backend.h"
+
+namespace depengine::detail {
+namespace {
+
+std::string cuda_message(int device, const std::string& what, cudaError_t e) {
+  return Device::gpu(device).str() + ": " + what + ": " + cudaGetErrorName(e) + " (" +
+         cudaGetErrorString(e) + ")";
+}
+
+void check(cudaError_t e, int device, const std::string& what) {
+  if (e != cudaSuccess) {
+    cudaGetLastError();  // clear a non-sticky error so that the next call starts clean
+    throw Error(cuda_message(device, what, e));
+  }
+}
+
+// Makes `device` current on the calling thread for a scope, restoring the previous one:
+// streams and events belong to the device that is current when they are created.
+class CurrentDevice {
+ public:
+  explicit CurrentDevice(int device) {
+    if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
+    check(cudaSetDevice(device), device, "cudaSetDevice");
+  }
+  ~CurrentDevice() {
+    if (previous_ >= 0) cudaSetDevice(previous_);
+  }
+  CurrentDevice(const CurrentDevice&) = delete;
+  CurrentDevice& operator=(const CurrentDevice&) = delete;
+
+ private:
+  int previous_ = -1;
+};
+
+class CudaEvent final : public StreamEvent {
+ public:
+  CudaEvent(int device, unsigned flags) : device_(device) {
+    CurrentDevice on(device);
+    check(cudaEventCreateWithFlags(&event_, flags), device, "cudaEventCreateWithFlags");
+  }
+  ~CudaEvent() override { cudaEventDestroy(event_); }
+  CudaEvent(const CudaEvent&) = delete;
+  CudaEvent& operator=(const CudaEvent&) = delete;
+
+  bool query() override {
+    const cudaError_t e = cudaEventQuery(event_);
+    if (e == cudaErrorNotReady) {
+      cudaGetLastError();
+      return false;
+    }
+    check(e, device_, "cudaEventQuery");
+    return true;
+  }
+  void synchronize() override { check(cudaEventSynchronize(event_), device_, "cudaEventSynchronize"); }
+
+  cudaEvent_t get() const noexcept { return event_; }
+
+ private:
+  int device_;
+  cudaEvent_t event_ = nullptr;
+};
+
+class CudaStream final : public DeviceStream {
+ public:
+  CudaStream(int device, Lane lane) : device_(Device::gpu(device)), lane_(lane) {
+    CurrentDevice on(device);
+    int least = 0, greatest = 0;
+    check(cudaDeviceGetStreamPriorityRange(&least, &greatest), device,
+          "cudaDeviceGetStreamPriorityRange");
+    // Lower numbers are higher priorities: the priority lane gets the greatest one.
+    const int priority = lane == Lane::priority ? greatest : least;
+    check(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, priority), device,
+          what("cudaStreamCreateWithPriority"));
+    thread_ = std::thread([this] { complete_loop(); });
+  }
+
+  ~CudaStream() override {
+    {
+      std::lock_guard lk(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+    cudaStreamSynchronize(stream_);
+    cudaStreamDestroy(stream_);
+  }
+
+  Device device() const noexcept override { return device_; }
+  Lane lane() const noexcept override { return lane_; }
+  void* native_handle() const noexcept override { return stream_; }
+
+  void bind_thread() override {
+    check(cudaSetDevice(device_.id), device_.id, "cudaSetDevice");
+  }
+
+  void check_launch() override {
+    const cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) throw Error(cuda_message(device_.id, what("kernel launch"), e));
+  }
+
+  void enqueue_host(std::function<void()> fn) override {
+    auto task = std::make_unique<HostTask>(HostTask{this, std::move(fn), 0});
+    {
+      std::lock_guard lk(mu_);
+      task->ticket = ++host_tickets_;
+    }
+    check(cudaLaunchHostFunc(stream_, &run_host, task.get()), device_.id,
+          what("cudaLaunchHostFunc"));
+    task.release();  // owned by run_host now
+  }
+
+  void notify_when_done(std::function<void(std::exception_ptr)> cb) override {
+    std::unique_ptr<CudaEvent> event = take_event();
+    check(cudaEventRecord(event->get(), stream_), device_.id, what("cudaEventRecord"));
+    {
+      std::lock_guard lk(mu_);
+      pending_.push_back(Pending{std::move(event), host_tickets_, std::move(cb)});
+    }
+    cv_.notify_one();
+  }
+
+  void record(StreamEvent& event) override {
+    check(cudaEventRecord(static_cast<CudaEvent&>(event).get(), stream_), device_.id,
+          what("cudaEventRecord"));
+  }
+
+  void wait(StreamEvent& event) override {
+    check(cudaStreamWaitEvent(stream_, static_cast<CudaEvent&>(event).get(), 0), device_.id,
+          what("cudaStreamWaitEvent"));
+  }
+
+  void synchronize() override {
+    check(cudaStreamSynchronize(stream_), device_.id, what("cudaStreamSynchronize"));
+    // The completion thread may still be running callbacks for work that has finished.
+    std::unique_lock lk(mu_);
+    idle_cv_.wait(lk, [&] { return pending_.empty() && !completing_; });
+  }
+
+ private:
+  struct HostTask {
+    CudaStream* stream;
+    std::function<void()> fn;
+    std::uint64_t ticket;
+  };
+  struct Pending {
+    std::unique_ptr<CudaEvent> event;
+    std::uint64_t last_ticket;  // host tasks up to this one belong to the callback
+    std::function<void(std::exception_ptr)> cb;
+  };
+  struct HostError {
+    std::uint64_t ticket;
+    std::exception_ptr error;
+  };
+
+  std::string what(const char* call) const {
+    return std::string(call) + " on the " + lane_name(lane_) + " stream";
+  }
+
+  // Runs on a CUDA driver thread: must not call CUDA.
+  static void CUDART_CB run_host(void* p) {
+    std::unique_ptr<HostTask> task(static_cast<HostTask*>(p));
+    try {
+      task->fn();
+    } catch (...) {
+      std::lock_guard lk(task->stream->mu_);
+      task->stream->host_errors_.push_back(HostError{task->ticket, std::current_exception()});
+    }
+  }
+
+  std::unique_ptr<CudaEvent> take_event() {
+    {
+      std::lock_guard lk(mu_);
+      if (!free_events_.empty()) {
+        std::unique_ptr<CudaEvent> e = std::move(free_events_.back());
+        free_events_.pop_back();
+        return e;
+      }
+    }
+    return std::make_unique<CudaEvent>(device_.id, cudaEventDisableTiming | cudaEventBlockingSync);
+  }
+
+  void complete_loop() {
+    if (cudaSetDevice(device_.id) != cudaSuccess) cudaGetLastError();
+    for (;;) {
+      Pending p;
+      {
+        std::unique_lock lk(mu_);
+        cv_.wait(lk, [&] { return stop_ || !pending_.empty(); });
+        if (pending_.empty()) return;
+        p = std::move(pending_.front());
+        pending_.pop_front();
+        completing_ = true;
+      }
+      std::exception_ptr error;
+      const cudaError_t e = cudaEventSynchronize(p.event->get());
+      if (e != cudaSuccess) {
+        cudaGetLastError();
+        error = std::make_exception_ptr(Error(cuda_message(device_.id, what("device work"), e)));
+      }
+      {
+        std::lock_guard lk(mu_);
+        while (!host_errors_.empty() && host_errors_.front().ticket <= p.last_ticket) {
+          if (!error) error = std::move(host_errors_.front().error);
+          host_errors_.pop_front();
+        }
+        free_events_.push_back(std::move(p.event));
+      }
+      p.cb(std::move(error));
+      p.cb = nullptr;
+      {
+        std::lock_guard lk(mu_);
+        completing_ = false;
+      }
+      idle_cv_.notify_all();
+    }
+  }
+
+  const Device device_;
+  const Lane lane_;
+  cudaStream_t stream_ = nullptr;
+  std::mutex mu_;
+  std::condition_variable cv_, idle_cv_;
+  std::deque<Pending> pending_;
+  std::deque<HostError> host_errors_;
+  std::vector<std::unique_ptr<CudaEvent>> free_events_;
+  std::uint64_t host_tickets_ = 0;
+  bool completing_ = false;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+// cudaGetDeviceCount, or 0 with the reason when no driver or device is usable.
+struct Probe {
+  int count = 0;
+  std::string reason;
+};
+
+Probe probe() noexcept {
+  Probe p;
+  try {
+    const cudaError_t e = cudaGetDeviceCount(&p.count);
+    if (e != cudaSuccess) {
+      cudaGetLastError();
+      p.count = 0;
+      p.reason = std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
+    } else if (p.count == 0) {
+      p.reason = "no CUDA device is present";
+    }
+  } catch (...) {
+    p.count = 0;
+    p.reason = "the CUDA runtime could not be queried";
+  }
+  return p;
+}
+
+const Probe& cached_probe() noexcept {
+  static const Probe p = probe();
+  return p;
+}
+
+class CudaBackend final : public DeviceBackend {
+ public:
+  int device_count() const noexcept override { return cached_probe().count; }
+  std::string name() const override { return "cuda"; }
+  std::unique_ptr<DeviceStream> make_stream(int device, Lane lane) override {
+    check_device(device);
+    return std::make_unique<CudaStream>(device, lane);
+  }
+  std::unique_ptr<StreamEvent> make_event(int device) override {
+    check_device(device);
+    return std::make_unique<CudaEvent>(device, cudaEventDisableTiming);
+  }
+
+ private:
+  static void check_device(int device) {
+    const Probe& p = cached_probe();
+    if (p.count == 0) {
+      throw Error(Device::gpu(device).str() + ": no usable CUDA device (" + p.reason +
+                  "; set DEPENGINE_SIM_GPUS to use host-simulated GPUs)");
+    }
+    if (device < 0 || device >= p.count) {
+      throw Error("unknown device " + Device::gpu(device).str() + ": " +
+                  std::to_string(p.count) + " CUDA device(s)");
+    }
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<DeviceBackend> make_cuda_backend() { return std::make_unique<CudaBackend>(); }
+
+}  // namespace depengine::detail
+
+int depengine::Device::gpu_count() noexcept { return detail::cached_probe().count; }
