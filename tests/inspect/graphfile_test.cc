@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <ostream>
 #include <sstream>
 #include <string>
 
@@ -56,6 +57,8 @@ const Malformed kMalformed[] = {
      "must be an integer"},
     {"unknown field", R"({"ops": [{"name": "a", "cost": 5}]})", 0, "cost", "unknown field"},
 };
+
+void PrintTo(const Malformed& m, std::ostream* os) { *os << m.what; }
 
 class InspectGraphFile : public ::testing::TestWithParam<Malformed> {};
 
