@@ -1,5 +1,7 @@
 // The naive engine: every operation runs on the pushing thread, in push order, before push
 // returns. It is the oracle of the tests and the serialized side of every comparison.
+// A GPU op is launched on its stream and then waited for (the stream is drained after each
+// op, as MXNet 1.x synchronized after every GPU op): the baseline for event completion.
 // Pushes made by a running op are queued and run after it, as push order demands.
 #include <condition_variable>
 #include <deque>
@@ -151,7 +153,9 @@ class NaiveEngine final : public Engine, public OpSink {
     if (!op->async) {
       try {
         CurrentOpScope scope(op);
+        if (stream) stream->bind_thread();
         op->fn->call(ctx, nullptr);
+        if (stream) stream->check_launch();
       } catch (...) {
         error = std::current_exception();
       }
@@ -170,6 +174,7 @@ class NaiveEngine final : public Engine, public OpSink {
       Completion done(op);
       CurrentOpScope scope(op);
       try {
+        if (stream) stream->bind_thread();
         op->fn->call(ctx, &done);
       } catch (...) {
         if (op->mark_completed()) finish_async(op, std::current_exception());

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "depengine/engine.h"
+#include "device/gpu_var.h"
 #include "spin_lock.h"
 
 namespace depengine::detail {
@@ -62,6 +63,10 @@ struct VarState {
 
   // Owned by whichever op holds access: a granted write exclusively, granted reads shared.
   Failure failure;
+
+  // Threaded engine: the stream ops whose device work on this var may still be in flight
+  // (device/gpu_sync.h); null for a var that no GPU op has used.
+  GpuVarSlot gpu;
 };
 
 // Accesses stored inline for the common small case.

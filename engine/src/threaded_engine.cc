@@ -2,6 +2,8 @@
 // every one of its accesses is granted (reads of one version together, writes alone), and
 // is dispatched to the CPU pool or to its GPU lane. Finishing an op releases its accesses,
 // which grants the next ones; the finishing CPU worker runs one newly ready op itself.
+// A GPU op finishes for the var queues once its work is on its stream, and retires when
+// that work completes (device/gpu_sync.h describes the events that order the rest).
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -10,6 +12,7 @@
 
 #include "cpu_pool.h"
 #include "device/device_backend.h"
+#include "device/gpu_sync.h"
 #include "engine_options.h"
 #include "op.h"
 
@@ -121,8 +124,9 @@ class ThreadedEngine;
 // One GPU lane: a thread that launches the lane's ready ops onto its stream, in order.
 class GpuLane {
  public:
-  GpuLane(ThreadedEngine& engine, std::unique_ptr<DeviceStream> stream, int index)
-      : engine_(engine), stream_(std::move(stream)), index_(index) {
+  // `key` identifies the stream among all lanes (device · kLaneCount + lane).
+  GpuLane(ThreadedEngine& engine, std::unique_ptr<DeviceStream> stream, int index, int key)
+      : engine_(engine), stream_(std::move(stream)), index_(index), key_(key) {
     thread_ = std::thread([this] { loop(); });
   }
   ~GpuLane() {
@@ -143,6 +147,9 @@ class GpuLane {
   }
   DeviceStream& stream() noexcept { return *stream_; }
   int index() const noexcept { return index_; }
+  int key() const noexcept { return key_; }
+  // Why this lane's thread cannot launch onto its stream, if it cannot.
+  const std::exception_ptr& bind_error() const noexcept { return bind_error_; }
 
  private:
   void loop();
@@ -150,6 +157,8 @@ class GpuLane {
   ThreadedEngine& engine_;
   std::unique_ptr<DeviceStream> stream_;
   const int index_;
+  const int key_;
+  std::exception_ptr bind_error_;  // set by the lane thread before its first op
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Op*> queue_;
@@ -157,12 +166,16 @@ class GpuLane {
   std::thread thread_;
 };
 
-class ThreadedEngine final : public Engine, public OpSink, public CpuRunner {
+class ThreadedEngine final : public Engine, public OpSink, public CpuRunner, public GpuSyncSink {
  public:
   explicit ThreadedEngine(const ResolvedOptions& o)
       : options_(o),
         pool_(o.cpu_threads, *this),
-        gpu_(o.sim_gpus > 0 ? make_sim_backend(o.sim_gpus) : make_cuda_backend()) {}
+        gpu_(o.sim_gpus > 0 ? make_sim_backend(o.sim_gpus) : make_cuda_backend()) {
+    for (int d = 0; d < gpu_->device_count(); ++d) {
+      event_pools_.push_back(std::make_unique<EventPool>(*gpu_, d));
+    }
+  }
 
   ~ThreadedEngine() override {
     shutting_down_.store(true);  // from now on only running ops may push
@@ -219,7 +232,11 @@ class ThreadedEngine final : public Engine, public OpSink, public CpuRunner {
   }
 
   Op* run_cpu(Op* op, int worker) override {
-    if (Failure up = op->upstream_failure()) return finish(op, std::move(up), false, true);
+    Failure device_failure;
+    if (await_device_inputs(op, device_failure)) return nullptr;
+    if (Failure up = device_failure ? std::move(device_failure) : op->upstream_failure()) {
+      return finish(op, std::move(up), false, true);
+    }
     op->observe_start(worker);
     RunContext ctx{Device::cpu(), op->opts.lane, worker, nullptr};
     if (op->async) {
@@ -239,33 +256,74 @@ class ThreadedEngine final : public Engine, public OpSink, public CpuRunner {
     return finish(op, Failure{std::move(error), op->seq}, failed, true);
   }
 
+  // Launches a GPU op onto its lane's stream. A synchronous op finishes for the var queues
+  // as soon as its work is on the stream, behind events that order it after the device work
+  // it depends on, and retires in gpu_op_completed when that work has run. An asynchronous
+  // op is a host op: it starts once its device inputs are complete, and ends at done().
   void run_gpu(Op* op, GpuLane& lane) {
-    if (Failure up = op->upstream_failure()) {
+    if (lane.bind_error()) {
+      finish(op, Failure{lane.bind_error(), op->seq}, true, false);
+      return;
+    }
+    Failure up;
+    if (op->async) {
+      if (await_device_inputs(op, up)) return;
+      if (!up) up = op->upstream_failure();
+    } else {
+      up = read_failure(*op);
+    }
+    if (up) {
       finish(op, std::move(up), false, false);
       return;
     }
     op->observe_start(lane.index());
-    RunContext ctx{op->opts.device, op->opts.lane, lane.index(), &lane.stream()};
+    DeviceStream& stream = lane.stream();
+    RunContext ctx{op->opts.device, op->opts.lane, lane.index(), &stream};
     if (op->async) {
       run_async(op, ctx);
       return;
     }
     std::exception_ptr error;
+    std::vector<GpuSyncPtr> upstream;
+    GpuSyncPtr sync;
     {
       CurrentOpScope scope(op);
       try {
+        upstream = order_after_inputs(*op, stream, lane.key());
         op->fn->call(ctx, nullptr);
+        stream.check_launch();
       } catch (...) {
         error = std::current_exception();
       }
+      try {
+        // Recorded even after a failed launch: work it enqueued before failing stays ordered.
+        EventPool& events = *event_pools_[static_cast<std::size_t>(op->opts.device.id)];
+        // The observer's on_end is reported when the work completes.
+        sync = std::make_shared<GpuSync>(*this, events, lane.key(), op->seq, std::move(upstream),
+                                         Failure{error, op->seq}, op->observer);
+        stream.record(sync->event());
+      } catch (...) {
+        if (!error) error = std::current_exception();
+        sync.reset();
+      }
     }
-    // Complete when the stream has run everything the op enqueued.
-    lane.stream().notify_when_done(
-        [this, op, error = std::move(error)](std::exception_ptr stream_error) mutable {
-          std::exception_ptr e = error ? std::move(error) : std::move(stream_error);
-          const bool failed = e != nullptr;
-          finish(op, Failure{std::move(e), op->seq}, failed, false);
-        });
+    const bool failed = error != nullptr;
+    if (sync) {
+      publish(*op, sync);
+      op->observer.reset();
+      inflight_.fetch_add(1, std::memory_order_relaxed);  // retired by gpu_op_completed
+      stream.notify_when_done([sync](std::exception_ptr e) { sync->stream_done(std::move(e)); });
+    }
+    finish(op, Failure{std::move(error), op->seq}, failed, false);
+  }
+
+  void gpu_op_completed(GpuSync& sync) override {
+    const Failure& f = sync.failure();
+    if (std::shared_ptr<Observer> observer = sync.take_observer()) {
+      observer->on_end(sync.seq, static_cast<bool>(f), f && !sync.original());
+    }
+    if (f && sync.original() && !sync.failed_at_launch()) record_failure(sync.seq, f.error);
+    retire_one();
   }
 
   void finish_async(Op* op, std::exception_ptr error) override {
@@ -352,8 +410,11 @@ class ThreadedEngine final : public Engine, public OpSink, public CpuRunner {
 
   // Runs wait_to_read's op inline: it only reads the var's failure and wakes the caller.
   void signal(Op* op) {
+    Failure device_failure;
+    if (await_device_inputs(op, device_failure)) return;
     Waiter* w = op->waiter;
-    std::exception_ptr failure = op->acc[0].var->failure.error;
+    std::exception_ptr failure =
+        device_failure ? std::move(device_failure.error) : op->acc[0].var->failure.error;
     finish(op, Failure{}, false, false);
     std::lock_guard lk(w->mu);
     w->failure = std::move(failure);
@@ -428,6 +489,51 @@ class ThreadedEngine final : public Engine, public OpSink, public CpuRunner {
     }
   }
 
+  // --- Host ops behind device work (device/gpu_sync.h) ---
+
+  // A host op (CPU op, wait_to_read's op, async GPU op) whose vars have stream work still in
+  // flight is parked until that work completes, then dispatched again: returns true. Else
+  // `failure` gets the failure its vars carry (when any GPU op used them) and the vars it
+  // writes forget their stream ops.
+  bool await_device_inputs(Op* op, Failure& failure) {
+    if (!has_gpu_state(*op)) return false;
+    std::vector<GpuSyncPtr> pending;
+    for (;;) {
+      pending.clear();
+      incomplete_inputs(*op, pending);
+      if (pending.empty()) break;
+      op->wait.store(static_cast<int>(pending.size()) + 1, std::memory_order_relaxed);
+      for (const GpuSyncPtr& s : pending) {
+        s->on_done([this, op] {
+          if (op->wait.fetch_sub(1, std::memory_order_acq_rel) == 1) redispatch(op);
+        });
+      }
+      if (op->wait.fetch_sub(1, std::memory_order_acq_rel) != 1) return true;
+    }
+    failure = read_failure(*op);
+    reset_written(*op);
+    return false;
+  }
+
+  // Dispatches a parked op again, from the completion thread of the work it waited for.
+  void redispatch(Op* op) {
+    if (op->waiter) {
+      signal(op);
+    } else if (op->opts.device.is_cpu()) {
+      pool_.submit(op);
+    } else {
+      lane_for(op->opts.device, op->opts.lane).submit(op);
+    }
+  }
+
+  void retire_one() {
+    const std::size_t before = inflight_.fetch_sub(1, std::memory_order_acq_rel);
+    if (before == 1 || waiters_.load(std::memory_order_acquire) > 0) {
+      std::lock_guard lk(wait_mu_);
+      wait_cv_.notify_all();
+    }
+  }
+
   GpuLane& lane_for(Device d, Lane lane) {
     std::lock_guard lk(lanes_mu_);
     const std::size_t index =
@@ -438,7 +544,7 @@ class ThreadedEngine final : public Engine, public OpSink, public CpuRunner {
     if (lanes_.size() <= index) lanes_.resize(index + 1);
     if (!lanes_[index]) {
       lanes_[index] = std::make_unique<GpuLane>(*this, gpu_->make_stream(d.id, lane),
-                                                static_cast<int>(lane));
+                                                static_cast<int>(lane), static_cast<int>(index));
     }
     return *lanes_[index];
   }
@@ -464,11 +570,18 @@ class ThreadedEngine final : public Engine, public OpSink, public CpuRunner {
   // Declared after everything their threads touch, so they stop first.
   CpuPool pool_;
   std::unique_ptr<DeviceBackend> gpu_;
+  // One per device; destroyed after the lanes, whose streams may hold their events.
+  std::vector<std::unique_ptr<EventPool>> event_pools_;
   std::mutex lanes_mu_;
   std::vector<std::unique_ptr<GpuLane>> lanes_;
 };
 
 void GpuLane::loop() {
+  try {
+    stream_->bind_thread();
+  } catch (...) {
+    bind_error_ = std::current_exception();
+  }
   for (;;) {
     Op* op;
     {
