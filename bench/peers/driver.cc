@@ -86,13 +86,13 @@ struct Options {
   int threads = 0;
   int reps = 5;
   int warmup = 1;
-  double budget_ms = 30;     // serial work per point at sizes > 0
+  double budget_ms = 25;     // serial work per point at sizes > 0
   std::size_t max_tasks = 10000;
   // A runtime whose runs at one point add up to more than this stops repeating there once
   // it has 3 measured runs (such points are far from 50% efficiency anyway).
-  double max_point_s = 3;
+  double max_point_s = 2;
   std::size_t min_tasks = 64;
-  std::vector<double> sizes_us = {0, 0.25, 0.5, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000};
+  std::vector<double> sizes_us = {0, 0.5, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000};
   std::vector<Pattern> patterns{std::begin(kPatterns), std::end(kPatterns)};
   std::vector<std::string> runtimes;  // empty: all
   int watchdog_s = 120;               // a single run longer than this fails the sweep
@@ -168,10 +168,10 @@ Options parse(int argc, char** argv) {
   if (o.quick) {
     o.reps = 3;
     o.warmup = 0;
-    o.budget_ms = 4;
-    o.max_tasks = 2000;
+    o.budget_ms = 2;
+    o.max_tasks = 1000;
     o.min_tasks = 32;
-    o.sizes_us = {0, 2, 32};
+    o.sizes_us = {0, 2, 16};
     o.watchdog_s = 20;
   }
   if (reps) o.reps = *reps;
@@ -380,9 +380,18 @@ class Bench {
         }
       }
       if (pt.size_us == o_.sizes_us.back()) {
-        std::cout << "  " << pattern_name(pt.pattern) << " done ("
-                  << std::chrono::duration<double>(Clock::now() - t0).count() << " s)\n"
-                  << std::flush;
+        std::cout << "  " << pattern_name(pt.pattern) << " done at "
+                  << std::chrono::duration<double>(Clock::now() - t0).count() << " s; timed s:";
+        for (const RuntimeEntry* e : live) {
+          double total = 0;
+          for (std::size_t pj = 0; pj <= pi; ++pj) {
+            if (points_[pj].pattern == pt.pattern) {
+              if (const Sample* s = sample(e->name, pj)) total += sum(s->wall);
+            }
+          }
+          std::cout << " " << e->name << " " << std::setprecision(2) << total;
+        }
+        std::cout << "\n" << std::flush;
       }
     }
     // Runtimes are destroyed here, before the next phase starts its own.
