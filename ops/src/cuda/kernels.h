@@ -1,0 +1,64 @@
+// GPU kernels (CUDA builds only): the operations of depengine::ops::cpu on device memory.
+// Internal to depengine (the frontend calls them); no CUDA types, so plain C++ includes it.
+//
+// Each function enqueues its work on the CUDA stream of `ctx` (a GPU op's RunContext) and
+// returns at once; pointers are device pointers of ctx.device unless named host. A launch
+// that fails throws depengine::Error naming the device and the CUDA error. Results agree with
+// the CPU kernels: exactly for integer-valued inputs (and for random numbers' uniform words),
+// to float rounding otherwise. Thread-safe: calls share no state beyond per-stream handles.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "depengine/ops/elementwise.h"
+#include "depengine/ops/reduce.h"
+#include "depengine/stream.h"
+
+namespace depengine::ops::cuda {
+
+void unary(const RunContext& ctx, Unary op, const float* a, float* out, std::size_t n);
+void binary(const RunContext& ctx, Binary op, const float* a, const float* b, float* out,
+            std::size_t n);
+void binary_scalar(const RunContext& ctx, Binary op, const float* a, float s, bool scalar_first,
+                   float* out, std::size_t n);
+void binary_broadcast(const RunContext& ctx, Binary op, const float* a, const float* b,
+                      float* out, const Broadcast& shape);
+
+void fill(const RunContext& ctx, float* out, std::size_t n, float value);
+void arange(const RunContext& ctx, float* out, std::size_t n, double start, double step);
+// Device to device on ctx.device (the ranges must not overlap).
+void copy(const RunContext& ctx, const float* src, float* dst, std::size_t n);
+
+// Row-major C = alpha · op(A) · op(B) + beta · C through cuBLAS (one handle per stream).
+void gemm(const RunContext& ctx, bool trans_a, bool trans_b, std::size_t m, std::size_t n,
+          std::size_t k, float alpha, const float* a, std::size_t lda, const float* b,
+          std::size_t ldb, float beta, float* c, std::size_t ldc);
+
+// Philox4x32-10: the same numbers as ops::cpu::random_* for the same key and counter.
+void random_uniform(const RunContext& ctx, std::uint64_t key, std::uint64_t counter, float low,
+                    float high, float* out, std::size_t n);
+void random_normal(const RunContext& ctx, std::uint64_t key, std::uint64_t counter, float mean,
+                   float stddev, float* out, std::size_t n);
+
+void reduce_all(const RunContext& ctx, Reduce op, const float* a, std::size_t n, float* out);
+void reduce_axis(const RunContext& ctx, Reduce op, const float* a, std::size_t outer,
+                 std::size_t len, std::size_t inner, float* out);
+
+void transpose(const RunContext& ctx, const float* a, std::size_t rows, std::size_t cols,
+               float* out);
+
+// Memory. Device buffers come from the device's stream-ordered pool (cudaMallocAsync), so a
+// buffer freed on a stream is reused by later work on that stream without a sync.
+float* allocate(const RunContext& ctx, std::size_t n);
+void deallocate(const RunContext& ctx, float* p);
+// Pinned host memory for copies (cudaMallocHost / cudaFreeHost; blocking calls).
+float* allocate_pinned(std::size_t n);
+void free_pinned(float* p) noexcept;
+// Copies on ctx's stream: host to device, device to host, and between two GPUs.
+void copy_to_device(const RunContext& ctx, const float* host, float* device, std::size_t n);
+void copy_to_host(const RunContext& ctx, const float* device, float* host, std::size_t n);
+void copy_peer(const RunContext& ctx, const float* src, int src_device, float* dst,
+               int dst_device, std::size_t n);
+
+}  // namespace depengine::ops::cuda
