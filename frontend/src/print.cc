@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "internal.h"
@@ -174,17 +175,27 @@ class Printer {
       extend(format(axis + 1, at(len - 1), next_hanging, next_width, fmt));
       s += line;
     } else {
-      const std::string sep = "," + std::string(axes_left - 1, '\n');
+      std::string sep(axes_left, '\n');
+      sep[0] = ',';
+      // Appends piecewise: GCC 12 misreports chains of string + at -O3 (-Wrestrict).
+      auto row = [&](std::string_view item, bool last) {
+        s.append(hanging);
+        s.append(item);
+        if (!last) s.append(sep);
+      };
       for (std::size_t i = 0; i < lead; ++i) {
-        s += hanging + format(axis + 1, at(i), next_hanging, next_width, fmt) + sep;
+        row(format(axis + 1, at(i), next_hanging, next_width, fmt), false);
       }
-      if (summary) s += hanging + "..." + sep;
+      if (summary) row("...", false);
       for (std::size_t i = trail; i > 1; --i) {
-        s += hanging + format(axis + 1, at(len - i), next_hanging, next_width, fmt) + sep;
+        row(format(axis + 1, at(len - i), next_hanging, next_width, fmt), false);
       }
-      s += hanging + format(axis + 1, at(len - 1), next_hanging, next_width, fmt);
+      row(format(axis + 1, at(len - 1), next_hanging, next_width, fmt), true);
     }
-    return "[" + s.substr(hanging.size()) + "]";
+    std::string out = "[";
+    out.append(s, hanging.size());
+    out.push_back(']');
+    return out;
   }
 
  private:
@@ -215,10 +226,13 @@ std::string format_array(const float* values, const Shape& shape) {
   std::vector<float> shown;
   p.collect(0, 0, shown);
   const FloatFormat fmt(shown);
-  const std::string prefix = "array(";
+  constexpr std::string_view prefix = "array(";
   // numpy: the suffix ")" comes off the line width, and continuation lines skip "array([".
-  const std::string hanging = " " + std::string(prefix.size(), ' ');
-  return prefix + p.format(0, 0, hanging, kLineWidth - 1, fmt) + ")";
+  const std::string hanging(prefix.size() + 1, ' ');
+  std::string out(prefix);
+  out.append(p.format(0, 0, hanging, kLineWidth - 1, fmt));
+  out.push_back(')');
+  return out;
 }
 
 }  // namespace depengine::detail
