@@ -135,7 +135,8 @@ Op* CpuPool::pop() {
 }
 
 void CpuPool::drain(CpuPool* pool) {
-  const int worker = oneapi::tbb::this_task_arena::current_thread_index();
+  // oneTBB numbers the slots of a one-thread arena from 1; reduce to [0, threads).
+  const int worker = oneapi::tbb::this_task_arena::current_thread_index() % pool->threads_;
   for (;;) {
     while (Op* op = pool->pop()) {
       while (op) op = pool->runner_.run_cpu(op, worker);

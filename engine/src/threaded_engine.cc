@@ -452,6 +452,7 @@ class ThreadedEngine final : public Engine, public OpSink, public CpuRunner, pub
     ready.for_each([&](Op* r) {
       if (continuation && !next && !r->waiter && r->opts.device.is_cpu() &&
           r->opts.priority == 0 && r->opts.lane != Lane::priority) {
+        r->observe_ready();
         next = r;
       } else {
         dispatch(r);
