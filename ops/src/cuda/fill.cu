@@ -12,11 +12,11 @@ __global__ void fill_kernel(float* out, std::size_t n, float value) {
   }
 }
 
-// As the CPU kernel: start + i · step in double, rounded once to float.
+// As the CPU kernel: start + i · step in double (not fused, as on the CPU), rounded once.
 __global__ void arange_kernel(float* out, std::size_t n, double start, double step) {
   for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < n;
        i += std::size_t{gridDim.x} * blockDim.x) {
-    out[i] = static_cast<float>(start + static_cast<double>(i) * step);
+    out[i] = static_cast<float>(__dadd_rn(start, __dmul_rn(static_cast<double>(i), step)));
   }
 }
 

@@ -1,5 +1,6 @@
 // GPU Philox4x32-10: element i of a call is word i%4 of block (key, counter + i/4), exactly
-// as ops::cpu::random_*, so the same key and counter give the same uniform words.
+// as ops::cpu::random_*, so the same key and counter give the same uniform words. Uniforms
+// use explicitly rounded multiply and add (no fused multiply-add), so they equal the CPU's.
 #include <numbers>
 
 #include "common.cuh"
@@ -40,7 +41,7 @@ __global__ void uniform_kernel(std::uint64_t key, std::uint64_t counter, float l
        b += std::size_t{gridDim.x} * blockDim.x) {
     std::uint32_t w[4];
     philox(key, counter + b, w);
-    for (int j = 0; j < 4 && b * 4 + j < n; ++j) out[b * 4 + j] = low + span * unit(w[j]);
+    for (int j = 0; j < 4 && b * 4 + j < n; ++j) out[b * 4 + j] = __fadd_rn(low, __fmul_rn(span, unit(w[j])));
   }
 }
 
