@@ -16,7 +16,7 @@ fi
 sanitize="-fsanitize=address,undefined -fno-sanitize-recover=undefined"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_COMPILER=clang++ -DDEPENGINE_BUILD_FUZZERS=ON \
-  -DDEPENGINE_BUILD_TESTS=OFF -DDEPENGINE_BUILD_BENCH=OFF \
+  -DDEPENGINE_BUILD_TESTS=OFF -DDEPENGINE_BUILD_BENCH=OFF -DDEPENGINE_ENABLE_CUDA=OFF \
   "-DCMAKE_CXX_FLAGS=-fsanitize=fuzzer-no-link $sanitize" \
   "-DCMAKE_EXE_LINKER_FLAGS=$sanitize" > "$build.configure.log" 2>&1 ||
   { cat "$build.configure.log" >&2; exit 1; }

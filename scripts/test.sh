@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # All the tests on a fresh machine: installs the dependencies, then builds and runs the
-# suites of the release, AddressSanitizer+UBSan and ThreadSanitizer presets.
+# suites of the release, AddressSanitizer+UBSan and ThreadSanitizer presets, then fuzzes the
+# graph-file loader for 30 s.
 #   scripts/test.sh                 # all three
-#   scripts/test.sh release         # a subset, by preset name
+#   scripts/test.sh release         # a subset, by preset name (no fuzzing)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,4 +19,8 @@ for preset in "${presets[@]}"; do
   echo "=== ${preset}: test"
   ctest --preset "${preset}" -j "${jobs}"
 done
+if ((${#@} == 0)); then
+  echo "=== fuzz: graph-file loader, 30 s (libFuzzer, ASan+UBSan)"
+  scripts/fuzz-graphfile.sh 30
+fi
 echo "=== all suites passed: ${presets[*]}"
