@@ -134,12 +134,20 @@ class CudaStream final : public DeviceStream {
     task.release();  // owned by run_host now
   }
 
+  // Never throws: the engine has already published the op when it asks, so a failure to
+  // record is handed to the callback, in order, by the completion thread.
   void notify_when_done(std::function<void(std::exception_ptr)> cb) override {
-    std::unique_ptr<CudaEvent> event = take_event();
-    check(cudaEventRecord(event->get(), stream_), device_.id, what("cudaEventRecord"));
+    Pending p{nullptr, 0, std::move(cb), nullptr};
+    try {
+      p.event = take_event();
+      check(cudaEventRecord(p.event->get(), stream_), device_.id, what("cudaEventRecord"));
+    } catch (...) {
+      p.error = std::current_exception();
+    }
     {
       std::lock_guard lk(mu_);
-      pending_.push_back(Pending{std::move(event), host_tickets_, std::move(cb)});
+      p.last_ticket = host_tickets_;
+      pending_.push_back(std::move(p));
     }
     cv_.notify_one();
   }
@@ -171,6 +179,7 @@ class CudaStream final : public DeviceStream {
     std::unique_ptr<CudaEvent> event;
     std::uint64_t last_ticket;  // host tasks up to this one belong to the callback
     std::function<void(std::exception_ptr)> cb;
+    std::exception_ptr error;  // the record failed: reported without waiting
   };
   struct HostError {
     std::uint64_t ticket;
@@ -216,11 +225,13 @@ class CudaStream final : public DeviceStream {
         pending_.pop_front();
         completing_ = true;
       }
-      std::exception_ptr error;
-      const cudaError_t e = cudaEventSynchronize(p.event->get());
-      if (e != cudaSuccess) {
-        cudaGetLastError();
-        error = std::make_exception_ptr(Error(cuda_message(device_.id, what("device work"), e)));
+      std::exception_ptr error = std::move(p.error);
+      if (p.event) {
+        const cudaError_t e = cudaEventSynchronize(p.event->get());
+        if (e != cudaSuccess) {
+          cudaGetLastError();
+          error = std::make_exception_ptr(Error(cuda_message(device_.id, what("device work"), e)));
+        }
       }
       {
         std::lock_guard lk(mu_);
@@ -228,7 +239,7 @@ class CudaStream final : public DeviceStream {
           if (!error) error = std::move(host_errors_.front().error);
           host_errors_.pop_front();
         }
-        free_events_.push_back(std::move(p.event));
+        if (p.event) free_events_.push_back(std::move(p.event));
       }
       p.cb(std::move(error));
       p.cb = nullptr;
