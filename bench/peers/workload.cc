@@ -270,10 +270,12 @@ void run_task(const Task& task, std::uint64_t index, Slot* values, std::uint64_t
 double busy_rounds_per_ns() {
   static const double rate = [] {
     using clock = std::chrono::steady_clock;
-    constexpr std::uint64_t kRounds = 4'000'000;
+    // Many short samples, the fastest kept: on a shared machine some of them run without
+    // being preempted, which long samples rarely do.
+    constexpr std::uint64_t kRounds = 200'000;
     double best = 0;
     std::uint64_t sink = 1;
-    for (int rep = 0; rep < 7; ++rep) {
+    for (int rep = 0; rep < 200; ++rep) {
       const auto t0 = clock::now();
       sink = busy(sink, kRounds);
       const double ns = std::chrono::duration<double, std::nano>(clock::now() - t0).count();
