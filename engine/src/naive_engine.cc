@@ -15,10 +15,6 @@
 namespace depengine::detail {
 namespace {
 
-struct OpRelease {
-  void operator()(Op* op) const noexcept { op->release(); }
-};
-using OpPtr = std::unique_ptr<Op, OpRelease>;
 
 class NaiveEngine final : public Engine, public OpSink {
  public:
@@ -54,13 +50,7 @@ class NaiveEngine final : public Engine, public OpSink {
   }
 
   void delete_var(const Var& v, std::function<void()> on_deleted) override {
-    auto fn = [f = std::move(on_deleted)] {
-      if (f) f();
-    };
-    OpPtr op(new Op(this, std::make_unique<SyncFunction<decltype(fn)>>(std::move(fn)), false,
-                    PushOptions{.name = "delete_var"}));
-    op->set_accesses({}, {v}, this);
-    submit(std::move(op), v.state());
+    submit(make_delete_op(this, v, std::move(on_deleted), this), v.state());
   }
 
   std::string_view kind() const noexcept override { return "naive"; }

@@ -64,6 +64,18 @@ void check_not_in_op(const char* what) {
   }
 }
 
+OpPtr make_delete_op(OpSink* sink, const Var& v, std::function<void()> on_deleted,
+                     const void* owner) {
+  check_var(v, owner, "delete_var");
+  auto fn = [f = std::move(on_deleted)] {
+    if (f) f();
+  };
+  OpPtr op(new Op(sink, std::make_unique<SyncFunction<decltype(fn)>>(std::move(fn)), false,
+                  PushOptions{.name = "delete_var"}));
+  op->set_accesses({}, {v}, owner);
+  return op;
+}
+
 std::string Op::display_name() const {
   return opts.name.empty() ? "#" + std::to_string(seq) : "'" + opts.name + "'";
 }

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -166,6 +167,16 @@ class Op final : public CompletionTarget {
   std::atomic<int> completion_refs_{0};
   std::atomic<bool> completed_{false};
 };
+
+struct OpRelease {
+  void operator()(Op* op) const noexcept { op->release(); }
+};
+using OpPtr = std::unique_ptr<Op, OpRelease>;
+
+// The op behind Engine::delete_var: a write of `v` that runs `on_deleted` (if any).
+// Throws Error for a null or foreign var.
+OpPtr make_delete_op(OpSink* sink, const Var& v, std::function<void()> on_deleted,
+                     const void* owner);
 
 // The op that the current thread is running (for wait-inside-op and back-pressure).
 Op*& current_op() noexcept;

@@ -19,10 +19,6 @@
 namespace depengine::detail {
 namespace {
 
-struct OpRelease {
-  void operator()(Op* op) const noexcept { op->release(); }
-};
-using OpPtr = std::unique_ptr<Op, OpRelease>;
 
 // wait_to_read's rendezvous: the internal read op fills it and wakes the caller.
 }  // namespace
@@ -210,14 +206,7 @@ class ThreadedEngine final : public Engine, public OpSink, public CpuRunner, pub
   }
 
   void delete_var(const Var& v, std::function<void()> on_deleted) override {
-    check_var(v, this, "delete_var");
-    auto fn = [f = std::move(on_deleted)] {
-      if (f) f();
-    };
-    OpPtr op(new Op(this, std::make_unique<SyncFunction<decltype(fn)>>(std::move(fn)), false,
-                    PushOptions{.name = "delete_var"}));
-    op->set_accesses({}, {v}, this);
-    submit(std::move(op), v.state());
+    submit(make_delete_op(this, v, std::move(on_deleted), this), v.state());
   }
 
   std::string_view kind() const noexcept override { return "threaded"; }
@@ -399,13 +388,7 @@ class ThreadedEngine final : public Engine, public OpSink, public CpuRunner, pub
 
   void dispatch(Op* op) {
     op->observe_ready();
-    if (op->waiter) {
-      signal(op);
-    } else if (op->opts.device.is_cpu()) {
-      pool_.submit(op);
-    } else {
-      lane_for(op->opts.device, op->opts.lane).submit(op);
-    }
+    redispatch(op);
   }
 
   // Runs wait_to_read's op inline: it only reads the var's failure and wakes the caller.
