@@ -145,6 +145,24 @@ TEST_P(Contract, P4_WaitToReadWaitsForEarlierWrites) {
   EXPECT_EQ(e_->pending(), 0u);
 }
 
+// Point 4: a wait_to_read right after a write never returns before the write is done
+// (a read must not be granted while a write runs).
+TEST_P(Contract, P4_WaitToReadRightAfterAWriteSeesIt) {
+  int stale = 0;
+  for (int i = 0; i < 300; ++i) {
+    Var v = e_->new_var();
+    int x = 0;
+    e_->push([&x] {
+      std::this_thread::sleep_for(20us);
+      x = 1;
+    }, {}, {v});
+    e_->wait_to_read(v);
+    stale += x != 1;
+    e_->delete_var(v);
+  }
+  EXPECT_EQ(stale, 0);
+}
+
 // Point 5: a failure poisons what the op writes, skips its readers, reaches the waits with
 // its type and message, and a later write-only op clears it.
 TEST_P(Contract, P5_FailurePropagatesAndIsRethrownWithItsType) {
