@@ -9,5 +9,6 @@ int run(int argc, char** argv);       // run a graph file, compare with naive (g
 int analyze(int argc, char** argv);   // work, span, critical path of a graph file
 int generate(int argc, char** argv);  // graph files for well-known DAGs
 int demo(int argc, char** argv);      // the d2l chapter 13.2 experiments on NDArray (demo.cc)
+int train(int argc, char** argv);     // softmax / MLP on Fashion-MNIST (train.cc)
 
 }  // namespace depengine::cli

@@ -17,6 +17,8 @@ struct Command {
 constexpr Command kCommands[] = {
     {"demo", "d2l 13.2: asynchrony, barriers, sync vs async, CPU overlap, memory bound",
      depengine::cli::demo},
+    {"train", "softmax regression or an MLP on Fashion-MNIST; accuracy, examples/s, utilization",
+     depengine::cli::train},
     {"bench", "per-op overhead and speedup of the naive and threaded engines", depengine::cli::bench},
     {"run", "run a graph file; time, work, span, speedup over naive; dumps and trace",
      depengine::cli::run},

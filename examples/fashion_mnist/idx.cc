@@ -1,0 +1,157 @@
+// IDX reading through zlib's gz* functions, which read gzip and plain files alike.
+#include "fashion_mnist/idx.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <memory>
+
+#include "depengine/error.h"
+
+namespace depengine::fashion_mnist {
+namespace {
+
+// Bounds that no real IDX image file exceeds; beyond them the header is taken as corrupt
+// rather than as a request for gigabytes.
+constexpr std::uint32_t kMaxSide = 1u << 16;
+constexpr std::uint32_t kMaxCount = 1u << 28;
+
+struct GzCloser {
+  void operator()(gzFile_s* f) const noexcept { gzclose(f); }
+};
+using GzFile = std::unique_ptr<gzFile_s, GzCloser>;
+
+[[noreturn]] void fail(const std::string& path, const std::string& what) {
+  throw Error("IDX file " + path + ": " + what);
+}
+
+GzFile open_for_reading(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) {
+    fail(path, "not found (install Debian's dataset-fashion-mnist, or pass --data DIR)");
+  }
+  gzFile f = gzopen(path.c_str(), "rb");
+  if (!f) fail(path, std::string("cannot be opened: ") + std::strerror(errno));
+  return GzFile(f);
+}
+
+// Reads exactly `n` bytes; `what` names them in the error when the file ends early.
+void read_exact(gzFile f, const std::string& path, void* out, std::size_t n, const char* what) {
+  auto* p = static_cast<unsigned char*>(out);
+  std::size_t got = 0;
+  while (got < n) {
+    const unsigned chunk =
+        static_cast<unsigned>(std::min<std::size_t>(n - got, std::numeric_limits<int>::max()));
+    const int r = gzread(f, p + got, chunk);
+    if (r <= 0) {
+      int code = Z_OK;
+      const char* msg = gzerror(f, &code);
+      std::string detail = code != Z_OK && msg && *msg ? std::string(" (") + msg + ")" : "";
+      fail(path, "truncated: " + std::string(what) + " needs " + std::to_string(n) +
+                     " bytes, the file has " + std::to_string(got) + detail);
+    }
+    got += static_cast<std::size_t>(r);
+  }
+}
+
+std::uint32_t read_u32(gzFile f, const std::string& path, const char* what) {
+  unsigned char b[4];
+  read_exact(f, path, b, 4, what);
+  return (std::uint32_t{b[0]} << 24) | (std::uint32_t{b[1]} << 16) | (std::uint32_t{b[2]} << 8) |
+         std::uint32_t{b[3]};
+}
+
+void check_magic(gzFile f, const std::string& path, std::uint32_t expected, const char* kind) {
+  const std::uint32_t magic = read_u32(f, path, "the header");
+  if (magic != expected) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "wrong magic 0x%08x, expected 0x%08x (%s)", magic, expected,
+                  kind);
+    fail(path, buf);
+  }
+}
+
+void check_at_end(gzFile f, const std::string& path) {
+  unsigned char extra;
+  if (gzread(f, &extra, 1) > 0) fail(path, "longer than its header says (trailing bytes)");
+}
+
+}  // namespace
+
+Images read_images(const std::string& path) {
+  GzFile f = open_for_reading(path);
+  check_magic(f.get(), path, kImagesMagic, "IDX3 unsigned-byte images");
+  const std::uint32_t count = read_u32(f.get(), path, "the header");
+  const std::uint32_t rows = read_u32(f.get(), path, "the header");
+  const std::uint32_t cols = read_u32(f.get(), path, "the header");
+  if (count > kMaxCount || rows == 0 || cols == 0 || rows > kMaxSide || cols > kMaxSide) {
+    fail(path, "implausible dimensions " + std::to_string(count) + " x " + std::to_string(rows) +
+                   " x " + std::to_string(cols));
+  }
+  Images img;
+  img.count = count;
+  img.rows = rows;
+  img.cols = cols;
+  img.pixels.resize(img.count * img.rows * img.cols);
+  read_exact(f.get(), path, img.pixels.data(), img.pixels.size(), "the pixel data");
+  check_at_end(f.get(), path);
+  return img;
+}
+
+std::vector<std::uint8_t> read_labels(const std::string& path, int classes) {
+  if (classes <= 0 || classes > 256) {
+    throw Error("read_labels: classes must be in [1, 256], not " + std::to_string(classes));
+  }
+  GzFile f = open_for_reading(path);
+  check_magic(f.get(), path, kLabelsMagic, "IDX1 unsigned-byte labels");
+  const std::uint32_t count = read_u32(f.get(), path, "the header");
+  if (count > kMaxCount) fail(path, "implausible label count " + std::to_string(count));
+  std::vector<std::uint8_t> labels(count);
+  read_exact(f.get(), path, labels.data(), labels.size(), "the labels");
+  check_at_end(f.get(), path);
+  for (std::size_t i = 0; i < labels.size(); ++i) {
+    if (labels[i] >= classes) {
+      fail(path, "label " + std::to_string(labels[i]) + " at index " + std::to_string(i) +
+                     " is out of range [0, " + std::to_string(classes) + ")");
+    }
+  }
+  return labels;
+}
+
+Dataset load(const std::string& dir, Split split) {
+  const std::string prefix = dir + (split == Split::train ? "/train" : "/t10k");
+  Dataset d;
+  d.images = read_images(prefix + "-images-idx3-ubyte.gz");
+  d.labels = read_labels(prefix + "-labels-idx1-ubyte.gz");
+  if (d.labels.size() != d.images.count) {
+    throw Error("Fashion-MNIST in " + dir + ": " + std::to_string(d.images.count) +
+                " images but " + std::to_string(d.labels.size()) + " labels");
+  }
+  return d;
+}
+
+void write_idx(const std::string& path, std::uint32_t magic,
+               const std::vector<std::uint32_t>& dims, const std::vector<std::uint8_t>& data,
+               bool gzip) {
+  std::vector<unsigned char> bytes;
+  auto put = [&](std::uint32_t v) {
+    for (int s = 24; s >= 0; s -= 8) bytes.push_back(static_cast<unsigned char>(v >> s));
+  };
+  put(magic);
+  for (std::uint32_t d : dims) put(d);
+  bytes.insert(bytes.end(), data.begin(), data.end());
+  gzFile f = gzopen(path.c_str(), gzip ? "wb" : "wbT");
+  if (!f) throw Error("write_idx: cannot create " + path + ": " + std::strerror(errno));
+  const int w = bytes.empty() ? 0 : gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size()));
+  const int c = gzclose(f);
+  if (w != static_cast<int>(bytes.size()) || c != Z_OK) {
+    throw Error("write_idx: writing " + path + " failed");
+  }
+}
+
+}  // namespace depengine::fashion_mnist

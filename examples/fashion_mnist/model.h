@@ -1,0 +1,67 @@
+// fashion_mnist/model.h — softmax regression and a one-hidden-layer ReLU MLP, trained with
+// minibatch SGD, written with NDArray ops (depengine/ndarray.h, depengine/nn.h).
+//
+//   depengine::EngineScope use(*engine);
+//   Model m({.kind = ModelKind::mlp, .inputs = 784, .hidden = 256, .classes = 10}, 42);
+//   auto step = m.train_step(x, y, 0.1f);   // pushed; step.loss.item() blocks
+//
+// Every op is pushed to the engine of the current EngineScope with its reads and writes,
+// so a training step returns at once and the same seed gives the same bits on every engine.
+// A Model is used from one thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "depengine/ndarray.h"
+
+namespace depengine::fashion_mnist {
+
+enum class ModelKind { softmax, mlp };
+
+// "softmax" or "mlp"; parse_model_kind throws Error for anything else.
+const char* model_kind_name(ModelKind kind) noexcept;
+ModelKind parse_model_kind(const std::string& name);
+
+struct ModelConfig {
+  ModelKind kind = ModelKind::mlp;
+  std::size_t inputs = 784;
+  std::size_t hidden = 256;  // the MLP's hidden width; unused by softmax regression
+  std::size_t classes = 10;
+};
+
+class Model {
+ public:
+  // Parameters made on the current engine from `seed`: weights normal with stddev
+  // sqrt(2 / fan_in) for the ReLU layer, 0.01 for the output layer; biases zero.
+  Model(ModelConfig config, std::uint64_t seed);
+
+  const ModelConfig& config() const noexcept { return config_; }
+
+  // Logits (batch, classes) of `x` (batch, inputs).
+  NDArray forward(const NDArray& x) const;
+
+  struct Step {
+    NDArray loss;     // 0-d: mean cross-entropy of the batch, before the update
+    NDArray correct;  // 0-d: rows predicted right, before the update
+  };
+  // One SGD step on the batch `x` (batch, inputs) with labels `y` (batch,): forward,
+  // backward, and an in-place update of every parameter.
+  Step train_step(const NDArray& x, const NDArray& y, float lr);
+
+  // Weights and biases, output layer last.
+  const std::vector<NDArray>& parameters() const noexcept { return params_; }
+  // Forward and backward without updating: one gradient per parameter, in the order of
+  // parameters(); the batch's mean loss and its logits through `loss` and `logits` when
+  // they are not null.
+  std::vector<NDArray> gradients(const NDArray& x, const NDArray& y, NDArray* loss,
+                                 NDArray* logits = nullptr);
+
+ private:
+  ModelConfig config_;
+  std::vector<NDArray> params_;
+};
+
+}  // namespace depengine::fashion_mnist

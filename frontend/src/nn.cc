@@ -1,0 +1,134 @@
+// The training ops of depengine/nn.h: check shapes, make the outputs, push one op each.
+#include "depengine/nn.h"
+
+#include <string>
+
+#include "depengine/ops/gemm.h"
+#include "depengine/ops/nn.h"
+#include "internal.h"
+
+namespace depengine::nd {
+namespace {
+
+using detail::ArrayInternals;
+using detail::Chunk;
+using detail::require;
+
+Engine& same_engine(const Chunk& a, const Chunk& b, const char* op) {
+  if (a.engine != b.engine) throw Error(std::string(op) + ": the arrays live on different engines");
+  return *a.engine;
+}
+
+void require_2d(const NDArray& a, const char* op, const char* what) {
+  if (a.ndim() != 2) {
+    throw Error(std::string(op) + ": " + what + " must be 2-d, not of shape " +
+                shape_str(a.shape()));
+  }
+}
+
+// Logits (m, n) and labels (m,).
+void check_logits_labels(const NDArray& logits, const NDArray& labels, const char* op) {
+  require_2d(logits, op, "logits");
+  if (labels.ndim() != 1 || labels.shape()[0] != logits.shape()[0]) {
+    throw Error(std::string(op) + ": labels of shape " + shape_str(labels.shape()) +
+                " do not match logits of shape " + shape_str(logits.shape()) + " (expected (" +
+                std::to_string(logits.shape()[0]) + ",))");
+  }
+}
+
+}  // namespace
+
+NDArray gemm(const NDArray& a, const NDArray& b, bool transpose_a, bool transpose_b) {
+  Chunk& ca = require(a, "gemm");
+  Chunk& cb = require(b, "gemm");
+  Engine& e = same_engine(ca, cb, "gemm");
+  require_2d(a, "gemm", "a");
+  require_2d(b, "gemm", "b");
+  const Shape &sa = a.shape(), &sb = b.shape();
+  const std::size_t m = transpose_a ? sa[1] : sa[0], k = transpose_a ? sa[0] : sa[1];
+  const std::size_t kb = transpose_b ? sb[1] : sb[0], n = transpose_b ? sb[0] : sb[1];
+  if (k != kb) {
+    throw Error("gemm: shapes " + shape_str(sa) + (transpose_a ? ".T" : "") + " and " +
+                shape_str(sb) + (transpose_b ? ".T" : "") + " not aligned: " + std::to_string(k) +
+                " != " + std::to_string(kb));
+  }
+  NDArray out = ArrayInternals::make(e, {m, n});
+  const float* pa = ca.data;
+  const float* pb = cb.data;
+  float* po = ArrayInternals::chunk(out)->data;
+  const std::size_t lda = sa[1], ldb = sb[1];
+  e.push(
+      [=](const RunContext& ctx) {
+        ops::cpu::gemm(ctx, transpose_a, transpose_b, m, n, k, 1.0f, pa, lda, pb, ldb, 0.0f, po, n);
+      },
+      {ca.var, cb.var}, {out.var()}, {.name = "gemm"});
+  return out;
+}
+
+SoftmaxCrossEntropy softmax_cross_entropy(const NDArray& logits, const NDArray& labels) {
+  const char* op = "softmax_cross_entropy";
+  Chunk& cz = require(logits, op);
+  Chunk& cy = require(labels, op);
+  Engine& e = same_engine(cz, cy, op);
+  check_logits_labels(logits, labels, op);
+  const std::size_t m = logits.shape()[0], n = logits.shape()[1];
+  SoftmaxCrossEntropy r{ArrayInternals::make(e, {}), ArrayInternals::make(e, logits.shape())};
+  const float* pz = cz.data;
+  const float* py = cy.data;
+  float* pl = r.loss.data();
+  float* pg = r.grad.data();
+  e.push([=](const RunContext& ctx) { ops::cpu::softmax_xent(ctx, pz, py, m, n, pl, pg); },
+         {cz.var, cy.var}, {r.loss.var(), r.grad.var()}, {.name = op});
+  return r;
+}
+
+NDArray relu_backward(const NDArray& y, const NDArray& dy) {
+  Chunk& cy = require(y, "relu_backward");
+  Chunk& cd = require(dy, "relu_backward");
+  Engine& e = same_engine(cy, cd, "relu_backward");
+  if (y.shape() != dy.shape()) {
+    throw Error("relu_backward: shapes " + shape_str(y.shape()) + " and " +
+                shape_str(dy.shape()) + " differ");
+  }
+  NDArray out = ArrayInternals::make(e, y.shape());
+  const float* py = cy.data;
+  const float* pd = cd.data;
+  float* po = out.data();
+  const std::size_t n = y.size();
+  e.push([=](const RunContext& ctx) { ops::cpu::relu_backward(ctx, py, pd, po, n); },
+         {cy.var, cd.var}, {out.var()}, {.name = "relu_backward"});
+  return out;
+}
+
+void sgd_update(NDArray& w, const NDArray& grad, float lr, float weight_decay) {
+  Chunk& cw = require(w, "sgd_update");
+  Chunk& cg = require(grad, "sgd_update");
+  Engine& e = same_engine(cw, cg, "sgd_update");
+  if (w.shape() != grad.shape()) {
+    throw Error("sgd_update: the weight's shape " + shape_str(w.shape()) +
+                " differs from the gradient's " + shape_str(grad.shape()));
+  }
+  float* pw = cw.data;
+  const float* pg = cg.data;
+  const std::size_t n = w.size();
+  e.push([=](const RunContext& ctx) { ops::cpu::sgd_update(ctx, pw, pg, n, lr, weight_decay); },
+         {cg.var}, {cw.var}, {.name = "sgd_update"});
+}
+
+NDArray count_correct(const NDArray& logits, const NDArray& labels) {
+  const char* op = "count_correct";
+  Chunk& cz = require(logits, op);
+  Chunk& cy = require(labels, op);
+  Engine& e = same_engine(cz, cy, op);
+  check_logits_labels(logits, labels, op);
+  const std::size_t m = logits.shape()[0], n = logits.shape()[1];
+  NDArray out = ArrayInternals::make(e, {});
+  const float* pz = cz.data;
+  const float* py = cy.data;
+  float* po = out.data();
+  e.push([=](const RunContext& ctx) { ops::cpu::count_correct(ctx, pz, py, m, n, po); },
+         {cz.var, cy.var}, {out.var()}, {.name = op});
+  return out;
+}
+
+}  // namespace depengine::nd
