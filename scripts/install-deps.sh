@@ -9,7 +9,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev graphviz
   libstarpu-dev gnuplot-nox
-  dataset-fashion-mnist zlib1g-dev
+  dataset-fashion-mnist zlib1g-dev python3-numpy
   clang libclang-rt-14-dev
 )
 

@@ -91,7 +91,8 @@ EpochStats Trainer::train_epoch(int epoch,
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   engine_.set_observer(nullptr);
 
-  const ProfileSummary summary = profiler->summary();
+  last_profile_ = profiler->summary();
+  const ProfileSummary& summary = last_profile_;
   const double n = static_cast<double>(train_pipe_.data().size());
   return {.loss = loss_sum / n,
           .train_accuracy = correct / n,

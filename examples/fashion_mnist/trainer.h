@@ -20,6 +20,7 @@
 
 #include "depengine/engine.h"
 #include "depengine/ndarray.h"
+#include "depengine/profiler.h"
 #include "fashion_mnist/model.h"
 #include "fashion_mnist/pipeline.h"
 
@@ -63,6 +64,8 @@ class Trainer {
   double evaluate();
 
   const Model& model() const noexcept { return model_; }
+  // The profiler's summary of the last train_epoch (per op name, lane and worker).
+  const ProfileSummary& last_profile() const noexcept { return last_profile_; }
   std::size_t batches_per_epoch() const noexcept { return train_pipe_.batches(); }
 
  private:
@@ -72,6 +75,7 @@ class Trainer {
   Model model_;
   BatchPipeline train_pipe_;
   BatchPipeline test_pipe_;
+  ProfileSummary last_profile_;
 };
 
 }  // namespace depengine::fashion_mnist

@@ -25,18 +25,21 @@ struct Options {
   std::string engine = "threaded";
   int threads = 0;
   std::string data = fm::kDefaultDir;
+  bool profile = false;
 };
 
 int usage(std::FILE* out) {
   std::fprintf(out,
                "usage: depengine train [--model softmax|mlp] [--epochs N] [--batch B]\n"
                "                       [--engine naive|threaded] [--threads N] [--lr LR]\n"
-               "                       [--seed S] [--hidden H] [--data DIR]\n"
+               "                       [--seed S] [--hidden H] [--data DIR] [--profile]\n"
                "  trains on Fashion-MNIST (IDX files in DIR, default %s) and prints per\n"
                "  epoch the loss, train and test accuracy, examples/s and the share of the\n"
                "  epoch the compute lane (model ops) and the pipeline lane (shuffle, batch\n"
                "  assembly) were busy. Defaults: mlp, 10 epochs, batch 256, threaded engine\n"
-               "  with DEPENGINE_CPU_THREADS or all cores, lr 0.1, seed 42.\n",
+               "  with DEPENGINE_CPU_THREADS or all cores, lr 0.1, seed 42.\n"
+               "  --profile prints the profiler's tables (per op name, lane, worker) of the\n"
+               "  last epoch.\n",
                fm::kDefaultDir);
   return out == stdout ? 0 : 2;
 }
@@ -58,6 +61,10 @@ Options parse(int argc, char** argv, bool& help) {
     if (arg == "--help" || arg == "-h") {
       help = true;
       return o;
+    }
+    if (arg == "--profile") {
+      o.profile = true;
+      continue;
     }
     if (i + 1 >= argc) throw Error("unknown argument or missing value: " + std::string(arg));
     const std::string_view v = argv[++i];
@@ -159,6 +166,7 @@ int train(int argc, char** argv) {
   std::printf("\nmean: %.0f examples/s over %d epochs (training only; compute = share of each "
               "epoch with a model op running, pipeline = the same for shuffle/batch assembly)\n",
               total_examples / total_seconds, o.epochs);
+  if (o.profile) std::printf("\nprofile of the last epoch:\n%s", trainer.last_profile().table().c_str());
   return 0;
 }
 
