@@ -20,6 +20,9 @@ namespace {
 // rather than as a request for gigabytes.
 constexpr std::uint32_t kMaxSide = 1u << 16;
 constexpr std::uint32_t kMaxCount = 1u << 28;
+// Bytes read per step: a header that claims more data than the file holds fails once the
+// data runs out, without first allocating what the header claims.
+constexpr std::size_t kReadStep = std::size_t{16} << 20;
 
 struct GzCloser {
   void operator()(gzFile_s* f) const noexcept { gzclose(f); }
@@ -40,13 +43,17 @@ GzFile open_for_reading(const std::string& path) {
   return GzFile(f);
 }
 
-// Reads exactly `n` bytes; `what` names them in the error when the file ends early.
-void read_exact(gzFile f, const std::string& path, void* out, std::size_t n, const char* what) {
-  auto* p = static_cast<unsigned char*>(out);
+// Reads exactly `n` bytes into `out` (which grows with them); `what` names them in the
+// error when the file ends early.
+void read_exact(gzFile f, const std::string& path, std::vector<std::uint8_t>& out, std::size_t n,
+                const char* what) {
+  out.clear();
   std::size_t got = 0;
   while (got < n) {
-    const unsigned chunk =
-        static_cast<unsigned>(std::min<std::size_t>(n - got, std::numeric_limits<int>::max()));
+    if (out.size() == got) out.resize(std::min(n, got + kReadStep));
+    unsigned char* p = out.data();
+    const unsigned chunk = static_cast<unsigned>(
+        std::min<std::size_t>(out.size() - got, std::numeric_limits<int>::max()));
     const int r = gzread(f, p + got, chunk);
     if (r <= 0) {
       int code = Z_OK;
@@ -60,7 +67,7 @@ void read_exact(gzFile f, const std::string& path, void* out, std::size_t n, con
 }
 
 std::uint32_t read_u32(gzFile f, const std::string& path, const char* what) {
-  unsigned char b[4];
+  std::vector<std::uint8_t> b;
   read_exact(f, path, b, 4, what);
   return (std::uint32_t{b[0]} << 24) | (std::uint32_t{b[1]} << 16) | (std::uint32_t{b[2]} << 8) |
          std::uint32_t{b[3]};
@@ -97,8 +104,7 @@ Images read_images(const std::string& path) {
   img.count = count;
   img.rows = rows;
   img.cols = cols;
-  img.pixels.resize(img.count * img.rows * img.cols);
-  read_exact(f.get(), path, img.pixels.data(), img.pixels.size(), "the pixel data");
+  read_exact(f.get(), path, img.pixels, img.count * img.rows * img.cols, "the pixel data");
   check_at_end(f.get(), path);
   return img;
 }
@@ -111,8 +117,8 @@ std::vector<std::uint8_t> read_labels(const std::string& path, int classes) {
   check_magic(f.get(), path, kLabelsMagic, "IDX1 unsigned-byte labels");
   const std::uint32_t count = read_u32(f.get(), path, "the header");
   if (count > kMaxCount) fail(path, "implausible label count " + std::to_string(count));
-  std::vector<std::uint8_t> labels(count);
-  read_exact(f.get(), path, labels.data(), labels.size(), "the labels");
+  std::vector<std::uint8_t> labels;
+  read_exact(f.get(), path, labels, count, "the labels");
   check_at_end(f.get(), path);
   for (std::size_t i = 0; i < labels.size(); ++i) {
     if (labels[i] >= classes) {

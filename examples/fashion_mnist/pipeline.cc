@@ -2,7 +2,9 @@
 // profiler tells data preparation apart from the model's compute lane.
 #include "fashion_mnist/pipeline.h"
 
+#include <algorithm>
 #include <string>
+#include <utility>
 
 namespace depengine::fashion_mnist {
 namespace {

@@ -100,6 +100,11 @@ TEST_F(IdxTest, TruncatedPixelsAreRejected) {
   expect_error([&] { read_labels(path("l.gz")); }, "truncated: the labels needs 4 bytes");
 }
 
+TEST_F(IdxTest, HeaderClaimingGigabytesIsTruncated) {
+  write_idx(path("i.gz"), kImagesMagic, {1u << 27, 28, 28}, pixels(2));
+  expect_error([&] { read_images(path("i.gz")); }, "truncated: the pixel data needs 105226698752");
+}
+
 TEST_F(IdxTest, TruncatedGzipStreamIsRejected) {
   write_idx(path("i.gz"), kImagesMagic, {40, 2, 3}, pixels(40));
   const auto size = fs::file_size(path("i.gz"));
