@@ -4,7 +4,9 @@
 #include <deque>
 #include <string>
 
+#include "depengine/graph.h"
 #include "depengine/nn.h"
+#include "depengine/observer_fanout.h"
 #include "depengine/profiler.h"
 
 namespace depengine::fashion_mnist {
@@ -56,7 +58,9 @@ EpochStats Trainer::train_epoch(int epoch,
   using Clock = std::chrono::steady_clock;
   engine_.wait_all();
   auto profiler = std::make_shared<Profiler>();
-  engine_.set_observer(profiler);
+  auto recorder = config_.record_graph ? std::make_shared<GraphRecorder>() : nullptr;
+  engine_.set_observer(std::make_shared<ObserverFanout>(
+      std::vector<std::shared_ptr<Observer>>{profiler, recorder}));
   const auto t0 = Clock::now();
 
   const std::size_t nb = train_pipe_.batches();
@@ -94,12 +98,16 @@ EpochStats Trainer::train_epoch(int epoch,
   last_profile_ = profiler->summary();
   const ProfileSummary& summary = last_profile_;
   const double n = static_cast<double>(train_pipe_.data().size());
+  GraphAnalysis graph;
+  if (recorder) graph = analyze(recorder->graph());
   return {.loss = loss_sum / n,
           .train_accuracy = correct / n,
           .seconds = seconds,
           .examples_per_s = n / seconds,
           .compute_busy = busy(summary, Lane::compute),
-          .pipeline_busy = busy(summary, Lane::copy_to_device)};
+          .pipeline_busy = busy(summary, Lane::copy_to_device),
+          .parallelism = graph.parallelism,
+          .span_ms = graph.span / 1e3};
 }
 
 double Trainer::evaluate() {

@@ -37,6 +37,8 @@ struct TrainConfig {
   // Steps pushed ahead of the one whose loss the loop reads.
   int lag = 2;
   std::size_t eval_batch = 1000;
+  // Also record each epoch's dependency graph and analyze it (EpochStats::parallelism).
+  bool record_graph = false;
   Normalization norm{};
 };
 
@@ -47,6 +49,10 @@ struct EpochStats {
   double examples_per_s = 0;
   double compute_busy = 0;    // profiler: share of the epoch a compute-lane op was running
   double pipeline_busy = 0;   // the same for the input pipeline's lane
+  // With record_graph: work / span of the epoch's graph weighted by measured op times, the
+  // speedup any schedule could reach over running the ops one after another; else 0.
+  double parallelism = 0;
+  double span_ms = 0;
 };
 
 class Trainer {

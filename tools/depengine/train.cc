@@ -38,8 +38,9 @@ int usage(std::FILE* out) {
                "  epoch the compute lane (model ops) and the pipeline lane (shuffle, batch\n"
                "  assembly) were busy. Defaults: mlp, 10 epochs, batch 256, threaded engine\n"
                "  with DEPENGINE_CPU_THREADS or all cores, lr 0.1, seed 42.\n"
-               "  --profile prints the profiler's tables (per op name, lane, worker) of the\n"
-               "  last epoch.\n",
+               "  --profile also records each epoch's dependency graph (work, span and\n"
+               "  parallelism = work/span from measured op times) and prints the profiler's\n"
+               "  tables (per op name, lane, worker) of the last epoch.\n",
                fm::kDefaultDir);
   return out == stdout ? 0 : 2;
 }
@@ -64,6 +65,7 @@ Options parse(int argc, char** argv, bool& help) {
     }
     if (arg == "--profile") {
       o.profile = true;
+      o.train.record_graph = true;
       continue;
     }
     if (i + 1 >= argc) throw Error("unknown argument or missing value: " + std::string(arg));
@@ -159,6 +161,10 @@ int train(int argc, char** argv) {
     std::printf("%5d %8.4f %8.2f%% %8.2f%% %10.0f %10.2f %8.1f%% %8.1f%%\n", e + 1, s.loss,
                 100 * s.train_accuracy, 100 * test_acc, s.examples_per_s, s.seconds,
                 100 * s.compute_busy, 100 * s.pipeline_busy);
+    if (o.profile) {
+      std::printf("      graph: span %.1f ms of %.1f ms, parallelism (work/span) %.2f\n",
+                  s.span_ms, 1e3 * s.seconds, s.parallelism);
+    }
     std::fflush(stdout);
     total_examples += static_cast<double>(train_set->size());
     total_seconds += s.seconds;
