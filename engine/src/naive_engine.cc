@@ -56,6 +56,7 @@ class NaiveEngine final : public Engine, public OpSink {
   std::string_view kind() const noexcept override { return "naive"; }
   int cpu_threads() const noexcept override { return 1; }
   std::size_t max_inflight() const noexcept override { return options_.max_inflight; }
+  int sim_gpus() const noexcept override { return options_.sim_gpus; }
   std::size_t pending() const noexcept override { return pending_.load(); }
   std::size_t peak_pending() const noexcept override { return peak_.load(); }
 

@@ -212,6 +212,7 @@ class ThreadedEngine final : public Engine, public OpSink, public CpuRunner, pub
   std::string_view kind() const noexcept override { return "threaded"; }
   int cpu_threads() const noexcept override { return options_.cpu_threads; }
   std::size_t max_inflight() const noexcept override { return options_.max_inflight; }
+  int sim_gpus() const noexcept override { return options_.sim_gpus; }
   std::size_t pending() const noexcept override { return inflight_.load(); }
   std::size_t peak_pending() const noexcept override { return peak_.load(); }
 

@@ -14,20 +14,47 @@ namespace depengine::detail {
 float* allocate_storage(std::size_t elements);
 void free_storage(float* p, std::size_t elements) noexcept;
 
+// Throws Error "<op>: <device> ..." unless `d` can hold arrays of `e`: the CPU, one of the
+// engine's simulated GPUs, or a CUDA device of a CUDA build. True for a simulated GPU.
+bool check_device(const Engine& e, Device d, const char* op);
+
+// A GPU array's storage as ops see it when they run. On a CUDA device `data` is set by the
+// stream-ordered allocation op that the Chunk pushes first (so every later op, ordered
+// after it by the var, reads it set); on a simulated GPU it is host memory set at once.
+struct DeviceBuffer {
+  float* data = nullptr;
+};
+
 // One storage block and the var that orders accesses to it. Views (reshape) share it.
 // Its destructor pushes the var's deletion, which frees the storage once every op
 // pushed before on the var has finished: ops capture raw pointers, never the Chunk.
 struct Chunk {
-  Chunk(Engine& e, std::size_t elements);
+  // Storage on `device`. A GPU must exist: one of the engine's simulated GPUs, or a CUDA
+  // device of a CUDA build; otherwise throws Error naming it (and nothing is pushed).
+  Chunk(Engine& e, std::size_t elements, Device device = Device::cpu());
   ~Chunk();
   Chunk(const Chunk&) = delete;
   Chunk& operator=(const Chunk&) = delete;
 
   Engine* const engine;
+  const Device device;
+  // A GPU of the engine's host-simulated device: its storage is host memory.
+  const bool simulated;
   const Var var;
   const std::size_t size;
+  // Host storage: the CPU's or a simulated GPU's; nullptr for memory on a CUDA device.
   float* const data;
+  // GPU arrays only (nullptr on the CPU): where their ops find the storage.
+  DeviceBuffer* const buffer;
 };
+
+// An array's storage as captured by an op: resolved when the op runs (see DeviceBuffer).
+struct Ptr {
+  float* host = nullptr;
+  DeviceBuffer* buffer = nullptr;
+  float* get() const noexcept { return buffer ? buffer->data : host; }
+};
+inline Ptr ptr(const Chunk& c) noexcept { return {c.data, c.buffer}; }
 
 // A counter-based generator's state: read and written only by ops that declare rng_var.
 struct Rng {
@@ -51,8 +78,9 @@ struct Context {
 Context& current_context();
 
 struct ArrayInternals {
-  // A new, uninitialized array on `e`.
+  // A new, uninitialized array on `e` (and `device`).
   static NDArray make(Engine& e, Shape shape);
+  static NDArray make(Engine& e, Shape shape, Device device);
   static NDArray view(const NDArray& a, Shape shape) { return NDArray(a.chunk_, std::move(shape)); }
   static Chunk* chunk(const NDArray& a) noexcept { return a.chunk_.get(); }
 };

@@ -4,7 +4,12 @@
 #include <new>
 #include <ostream>
 
+#include "depengine/config.h"
 #include "internal.h"
+
+#if DEPENGINE_HAS_CUDA
+#include "cuda/kernels.h"
+#endif
 
 namespace depengine {
 namespace detail {
@@ -36,18 +41,82 @@ void free_storage(float* p, std::size_t elements) noexcept {
   g_in_use.fetch_sub(elements * sizeof(float), std::memory_order_relaxed);
 }
 
-Chunk::Chunk(Engine& e, std::size_t elements)
-    : engine(&e), var(e.new_var()), size(elements), data(allocate_storage(elements)) {}
+bool check_device(const Engine& e, Device d, const char* op) {
+  if (d.is_cpu()) return false;
+  const std::string where = std::string(op) + ": " + d.str();
+  const int sim = e.sim_gpus();
+  if (sim > 0) {
+    if (d.id < 0 || d.id >= sim) {
+      throw Error(where + " is not one of the " + std::to_string(sim) +
+                  " simulated GPUs of this engine");
+    }
+    return true;
+  }
+#if DEPENGINE_HAS_CUDA
+  const int count = Device::gpu_count();
+  if (d.id < 0 || d.id >= count) {
+    throw Error(where + " is not a usable CUDA device (" + std::to_string(count) +
+                " found; EngineOptions::sim_gpus or DEPENGINE_SIM_GPUS gives host-simulated "
+                "GPUs)");
+  }
+  return false;
+#else
+  throw Error(where + ": this build has no CUDA (EngineOptions::sim_gpus or "
+              "DEPENGINE_SIM_GPUS gives host-simulated GPUs)");
+#endif
+}
+
+Chunk::Chunk(Engine& e, std::size_t elements, Device d)
+    : engine(&e),
+      device(d),
+      simulated(check_device(e, d, "array")),
+      var(e.new_var()),
+      size(elements),
+      data(d.is_cpu() || simulated ? allocate_storage(elements) : nullptr),
+      buffer(d.is_gpu() ? new DeviceBuffer{data} : nullptr) {
+#if DEPENGINE_HAS_CUDA
+  if (d.is_gpu() && !simulated) {
+    DeviceBuffer* b = buffer;
+    const std::size_t n = size;
+    try {
+      e.push([b, n](const RunContext& ctx) { b->data = ops::cuda::allocate(ctx, n); }, {},
+             {var}, {.device = d, .lane = Lane::compute, .name = "allocate"});
+    } catch (...) {
+      delete b;
+      e.delete_var(var);
+      throw;
+    }
+  }
+#endif
+}
 
 Chunk::~Chunk() {
   float* p = data;
   const std::size_t n = size;
+  DeviceBuffer* b = buffer;
+#if DEPENGINE_HAS_CUDA
+  if (device.is_gpu() && !simulated) {
+    try {
+      // Stream-ordered: the block returns to the device's pool after the var's earlier
+      // work, which the engine makes this stream wait for.
+      engine->push([b](const RunContext& ctx) { ops::cuda::deallocate(ctx, b->data); }, {},
+                   {var}, {.device = device, .lane = Lane::compute, .name = "free"});
+    } catch (...) {
+      // Refused only by an engine that is shutting down: its streams are gone, and the
+      // block stays in the device's pool until the process ends.
+    }
+  }
+#endif
   try {
-    engine->delete_var(var, [p, n] { free_storage(p, n); });
+    engine->delete_var(var, [p, n, b] {
+      free_storage(p, n);
+      delete b;
+    });
   } catch (...) {
     // delete_var refuses only an engine that is shutting down, which has already
     // finished every op, so nothing can still use the storage.
     free_storage(p, n);
+    delete b;
   }
 }
 
@@ -70,8 +139,12 @@ Context& current_context() {
 }
 
 NDArray ArrayInternals::make(Engine& e, Shape shape) {
+  return make(e, std::move(shape), Device::cpu());
+}
+
+NDArray ArrayInternals::make(Engine& e, Shape shape, Device device) {
   const std::size_t n = shape_size(shape);
-  return NDArray(std::make_shared<Chunk>(e, n), std::move(shape));
+  return NDArray(std::make_shared<Chunk>(e, n, device), std::move(shape));
 }
 
 std::size_t shape_size(const Shape& shape) noexcept {
@@ -100,13 +173,13 @@ std::string shape_str(const Shape& shape) {
 
 std::size_t NDArray::size() const noexcept { return detail::shape_size(shape_); }
 
-Device NDArray::device() const noexcept { return Device::cpu(); }
+Device NDArray::device() const noexcept { return chunk_ ? chunk_->device : Device::cpu(); }
 
 Engine& NDArray::engine() const { return *detail::require(*this, "engine").engine; }
 
 const Var& NDArray::var() const { return detail::require(*this, "var").var; }
 
-float* NDArray::data() const { return detail::require(*this, "data").data; }
+float* NDArray::data() const { return detail::ptr(detail::require(*this, "data")).get(); }
 
 void NDArray::wait_to_read() const {
   detail::Chunk& c = detail::require(*this, "wait_to_read");
@@ -115,6 +188,7 @@ void NDArray::wait_to_read() const {
 
 std::vector<float> NDArray::to_vector() const {
   detail::Chunk& c = detail::require(*this, "to_vector");
+  if (c.device.is_gpu()) return copy_to(Device::cpu()).to_vector();
   c.engine->wait_to_read(c.var);
   return std::vector<float>(c.data, c.data + size());
 }
@@ -125,6 +199,7 @@ float NDArray::item() const {
     throw Error("item: the array of shape " + shape_str(shape_) + " has " +
                 std::to_string(size()) + " elements, not 1");
   }
+  if (c.device.is_gpu()) return copy_to(Device::cpu()).item();
   c.engine->wait_to_read(c.var);
   return c.data[0];
 }

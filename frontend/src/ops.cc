@@ -1,7 +1,14 @@
-// The nd:: functions and operators: check shapes, make the output, push one op.
+// The nd:: functions and operators: check shapes and devices, make the output, push one op.
+//
+// An op's body is written once, against a kernel set `k` (ops::cpu, or ops::cuda with the
+// same signatures), and placed by launch(): on the CPU it runs the CPU kernels; on a CUDA
+// device it enqueues the CUDA kernels on the op's stream; on a simulated GPU it runs the CPU
+// kernels inside the stream (enqueue_host), so every GPU path of the frontend runs without
+// a GPU. Storage pointers are resolved when the body runs (detail::Ptr).
 #include <cmath>
 #include <cstring>
 #include <optional>
+#include <utility>
 
 #include "depengine/ops/elementwise.h"
 #include "depengine/ops/fill.h"
@@ -9,27 +16,99 @@
 #include "depengine/ops/random.h"
 #include "depengine/ops/reduce.h"
 #include "depengine/ops/transpose.h"
+#include "depengine/config.h"
 #include "internal.h"
+
+#if DEPENGINE_HAS_CUDA
+#include "cuda/kernels.h"
+#endif
 
 namespace depengine {
 namespace {
 
 using detail::ArrayInternals;
 using detail::Chunk;
+using detail::Ptr;
 using detail::require;
 
 Chunk& chunk(const NDArray& a) noexcept { return *ArrayInternals::chunk(a); }
-
-void check_device(Device device, const char* op) {
-  if (!device.is_cpu()) {
-    throw Error(std::string(op) + ": arrays on " + device.str() +
-                " are not supported by this build (CPU kernels only)");
-  }
-}
+Ptr ptr(const NDArray& a) noexcept { return detail::ptr(chunk(a)); }
 
 Engine& same_engine(const Chunk& a, const Chunk& b, const char* op) {
   if (a.engine != b.engine) throw Error(std::string(op) + ": the arrays live on different engines");
+  if (a.device != b.device) {
+    throw Error(std::string(op) + ": the arrays are on different devices, " + a.device.str() +
+                " and " + b.device.str() + " (copy_to moves an array)");
+  }
   return *a.engine;
+}
+
+// Kernel sets with one signature per kernel, so that an op body names each kernel once.
+#define DEPENGINE_FORWARD(ns, kernel)             \
+  template <class... Args>                        \
+  static void kernel(Args&&... args) {            \
+    ops::ns::kernel(std::forward<Args>(args)...); \
+  }
+#define DEPENGINE_KERNEL_SET(ns)          \
+  DEPENGINE_FORWARD(ns, unary)            \
+  DEPENGINE_FORWARD(ns, binary)           \
+  DEPENGINE_FORWARD(ns, binary_scalar)    \
+  DEPENGINE_FORWARD(ns, binary_broadcast) \
+  DEPENGINE_FORWARD(ns, fill)             \
+  DEPENGINE_FORWARD(ns, arange)           \
+  DEPENGINE_FORWARD(ns, copy)             \
+  DEPENGINE_FORWARD(ns, gemm)             \
+  DEPENGINE_FORWARD(ns, random_uniform)   \
+  DEPENGINE_FORWARD(ns, random_normal)    \
+  DEPENGINE_FORWARD(ns, reduce_all)       \
+  DEPENGINE_FORWARD(ns, reduce_axis)      \
+  DEPENGINE_FORWARD(ns, transpose)
+
+struct CpuKernels {
+  DEPENGINE_KERNEL_SET(cpu)
+};
+#if DEPENGINE_HAS_CUDA
+struct CudaKernels {
+  DEPENGINE_KERNEL_SET(cuda)
+};
+#endif
+#undef DEPENGINE_KERNEL_SET
+#undef DEPENGINE_FORWARD
+
+#if !DEPENGINE_HAS_CUDA
+// GPU arrays of a build without CUDA exist only on simulated GPUs (Chunk refuses others).
+[[noreturn]] void no_cuda(Device d) {
+  throw Error(d.str() + ": this build has no CUDA kernels");
+}
+#endif
+
+// Runs `body(ctx, kernels)` for a GPU op: the CPU kernels in stream order on a simulated
+// GPU, else the CUDA kernels enqueued on ctx.stream.
+template <class Body>
+void on_stream(const RunContext& ctx, bool simulated, const Body& body) {
+  if (simulated) {
+    ctx.stream->enqueue_host([body, ctx] { body(ctx, CpuKernels{}); });
+    return;
+  }
+#if DEPENGINE_HAS_CUDA
+  body(ctx, CudaKernels{});
+#else
+  no_cuda(ctx.device);
+#endif
+}
+
+// Pushes `body` as an op on the device of `out` (its compute lane for a GPU).
+template <class Body>
+void launch(const Chunk& out, VarList reads, VarList writes, const char* name, Body body) {
+  if (out.device.is_cpu()) {
+    out.engine->push([body](const RunContext& ctx) { body(ctx, CpuKernels{}); }, reads, writes,
+                     PushOptions{.name = name});
+    return;
+  }
+  const bool simulated = out.simulated;
+  out.engine->push([body, simulated](const RunContext& ctx) { on_stream(ctx, simulated, body); },
+                   reads, writes,
+                   PushOptions{.device = out.device, .lane = Lane::compute, .name = name});
 }
 
 // numpy's broadcast shape of a and b, or nothing when they are incompatible.
@@ -87,25 +166,21 @@ ops::Broadcast plan_broadcast(const Shape& out, const Shape& a, const Shape& b, 
   return bc;
 }
 
-PushOptions named(const char* op) { return PushOptions{.name = op}; }
-
 // Pushes out = op(a, b) with broadcasting into `out` (which may be `a`, for in place).
 void push_binary(ops::Binary op, const Chunk& ca, const Shape& a, const Chunk& cb, const Shape& b,
                  const Chunk& co, const Shape& out) {
-  const float* pa = ca.data;
-  const float* pb = cb.data;
-  float* po = co.data;
+  const Ptr pa = detail::ptr(ca), pb = detail::ptr(cb), po = detail::ptr(co);
   if (a == b) {
     const std::size_t n = detail::shape_size(out);
-    ca.engine->push(
-        [=](const RunContext& ctx) { ops::cpu::binary(ctx, op, pa, pb, po, n); },
-        {ca.var, cb.var}, {co.var}, named(ops::name(op)));
+    launch(co, {ca.var, cb.var}, {co.var}, ops::name(op), [=](const RunContext& ctx, auto k) {
+      k.binary(ctx, op, pa.get(), pb.get(), po.get(), n);
+    });
     return;
   }
   const ops::Broadcast bc = plan_broadcast(out, a, b, ops::name(op));
-  ca.engine->push(
-      [=](const RunContext& ctx) { ops::cpu::binary_broadcast(ctx, op, pa, pb, po, bc); },
-      {ca.var, cb.var}, {co.var}, named(ops::name(op)));
+  launch(co, {ca.var, cb.var}, {co.var}, ops::name(op), [=](const RunContext& ctx, auto k) {
+    k.binary_broadcast(ctx, op, pa.get(), pb.get(), po.get(), bc);
+  });
 }
 
 NDArray binary(ops::Binary op, const NDArray& a, const NDArray& b) {
@@ -118,7 +193,7 @@ NDArray binary(ops::Binary op, const NDArray& a, const NDArray& b) {
     throw Error(std::string(name) + ": shapes " + shape_str(a.shape()) + " and " +
                 shape_str(b.shape()) + " cannot be broadcast together");
   }
-  NDArray out = ArrayInternals::make(e, *out_shape);
+  NDArray out = ArrayInternals::make(e, *out_shape, ca.device);
   push_binary(op, ca, a.shape(), cb, b.shape(), chunk(out), out.shape());
   return out;
 }
@@ -138,28 +213,26 @@ void binary_inplace(ops::Binary op, NDArray& a, const NDArray& b) {
 
 void push_scalar(ops::Binary op, const Chunk& ca, float s, bool scalar_first, const Chunk& co,
                  std::size_t n) {
-  const float* pa = ca.data;
-  float* po = co.data;
-  ca.engine->push(
-      [=](const RunContext& ctx) { ops::cpu::binary_scalar(ctx, op, pa, s, scalar_first, po, n); },
-      {ca.var}, {co.var}, named(ops::name(op)));
+  const Ptr pa = detail::ptr(ca), po = detail::ptr(co);
+  launch(co, {ca.var}, {co.var}, ops::name(op), [=](const RunContext& ctx, auto k) {
+    k.binary_scalar(ctx, op, pa.get(), s, scalar_first, po.get(), n);
+  });
 }
 
 NDArray scalar(ops::Binary op, const NDArray& a, float s, bool scalar_first) {
   Chunk& ca = require(a, ops::name(op));
-  NDArray out = ArrayInternals::make(*ca.engine, a.shape());
+  NDArray out = ArrayInternals::make(*ca.engine, a.shape(), ca.device);
   push_scalar(op, ca, s, scalar_first, chunk(out), a.size());
   return out;
 }
 
 NDArray unary(ops::Unary op, const NDArray& a) {
   Chunk& ca = require(a, ops::name(op));
-  NDArray out = ArrayInternals::make(*ca.engine, a.shape());
-  const float* pa = ca.data;
-  float* po = chunk(out).data;
+  NDArray out = ArrayInternals::make(*ca.engine, a.shape(), ca.device);
+  const Ptr pa = detail::ptr(ca), po = ptr(out);
   const std::size_t n = a.size();
-  ca.engine->push([=](const RunContext& ctx) { ops::cpu::unary(ctx, op, pa, po, n); }, {ca.var},
-                  {chunk(out).var}, named(ops::name(op)));
+  launch(chunk(out), {ca.var}, {chunk(out).var}, ops::name(op),
+         [=](const RunContext& ctx, auto k) { k.unary(ctx, op, pa.get(), po.get(), n); });
   return out;
 }
 
@@ -170,12 +243,11 @@ NDArray reduce_all(ops::Reduce op, const NDArray& a) {
     throw Error(std::string(name) + ": the array of shape " + shape_str(a.shape()) +
                 " is empty and has no maximum");
   }
-  NDArray out = ArrayInternals::make(*ca.engine, {});
-  const float* pa = ca.data;
-  float* po = chunk(out).data;
+  NDArray out = ArrayInternals::make(*ca.engine, {}, ca.device);
+  const Ptr pa = detail::ptr(ca), po = ptr(out);
   const std::size_t n = a.size();
-  ca.engine->push([=](const RunContext& ctx) { ops::cpu::reduce_all(ctx, op, pa, n, po); },
-                  {ca.var}, {chunk(out).var}, named(name));
+  launch(chunk(out), {ca.var}, {chunk(out).var}, name,
+         [=](const RunContext& ctx, auto k) { k.reduce_all(ctx, op, pa.get(), n, po.get()); });
   return out;
 }
 
@@ -202,28 +274,98 @@ NDArray reduce_axis(ops::Reduce op, const NDArray& a, int axis) {
     if (d > ax) inner *= dim;
     if (d != ax) out_shape.push_back(dim);
   }
-  NDArray out = ArrayInternals::make(*ca.engine, std::move(out_shape));
-  const float* pa = ca.data;
-  float* po = chunk(out).data;
-  ca.engine->push(
-      [=](const RunContext& ctx) { ops::cpu::reduce_axis(ctx, op, pa, outer, len, inner, po); },
-      {ca.var}, {chunk(out).var}, named(name));
+  NDArray out = ArrayInternals::make(*ca.engine, std::move(out_shape), ca.device);
+  const Ptr pa = detail::ptr(ca), po = ptr(out);
+  launch(chunk(out), {ca.var}, {chunk(out).var}, name, [=](const RunContext& ctx, auto k) {
+    k.reduce_axis(ctx, op, pa.get(), outer, len, inner, po.get());
+  });
   return out;
 }
 
 NDArray fill(const Shape& shape, float value, Device device, const char* name) {
-  check_device(device, name);
-  NDArray out = ArrayInternals::make(current_engine(), shape);
-  float* po = chunk(out).data;
+  detail::check_device(current_engine(), device, name);
+  NDArray out = ArrayInternals::make(current_engine(), shape, device);
+  const Ptr po = ptr(out);
   const std::size_t n = out.size();
-  out.engine().push([=](const RunContext& ctx) { ops::cpu::fill(ctx, po, n, value); }, {},
-                    {chunk(out).var}, named(name));
+  launch(chunk(out), {}, {chunk(out).var}, name,
+         [=](const RunContext& ctx, auto k) { k.fill(ctx, po.get(), n, value); });
   return out;
+}
+
+// Pushes the generator's next `n` numbers into `out` on its device: the op reads and
+// advances the generator state when it is launched, and its kernel uses the values read.
+template <class Draw>
+void push_random(const Chunk& out, std::size_t n, const char* name, Draw draw) {
+  detail::Context& cx = detail::current_context();
+  detail::Rng* rng = cx.rng;
+  const Ptr po = detail::ptr(out);
+  auto take = [rng, n] {
+    const std::pair<std::uint64_t, std::uint64_t> kc{rng->key, rng->counter};
+    rng->counter += ops::philox_blocks(n);
+    return kc;
+  };
+  if (out.device.is_cpu()) {
+    cx.engine->push(
+        [=](const RunContext& ctx) {
+          const auto kc = take();
+          draw(ctx, CpuKernels{}, kc.first, kc.second, po.get());
+        },
+        {cx.rng_var}, {cx.rng_var, out.var}, PushOptions{.name = name});
+    return;
+  }
+  const bool simulated = out.simulated;
+  cx.engine->push(
+      [=](const RunContext& ctx) {
+        const auto kc = take();
+        on_stream(ctx, simulated, [=](const RunContext& c, auto k) {
+          draw(c, k, kc.first, kc.second, po.get());
+        });
+      },
+      {cx.rng_var}, {cx.rng_var, out.var},
+      PushOptions{.device = out.device, .lane = Lane::compute, .name = name});
 }
 
 }  // namespace
 
 NDArray NDArray::copy() const { return nd::copy(*this); }
+
+NDArray NDArray::copy_to(Device device) const {
+  Chunk& ca = require(*this, "copy_to");
+  detail::check_device(*ca.engine, device, "copy_to");
+  if (device == ca.device) return nd::copy(*this);
+  NDArray out = ArrayInternals::make(*ca.engine, shape(), device);
+  const Chunk& co = chunk(out);
+  const Device from = ca.device, to = device;
+  // Host to GPU and GPU to GPU on the destination's copy-in lane; GPU to host on the
+  // source's copy-out lane.
+  const Device where = to.is_gpu() ? to : from;
+  const Lane lane = to.is_gpu() ? Lane::copy_to_device : Lane::copy_from_device;
+  const bool simulated = ca.simulated || co.simulated;
+  const Ptr src = detail::ptr(ca), dst = detail::ptr(co);
+  const std::size_t n = size();
+  ca.engine->push(
+      [=](const RunContext& ctx) {
+        if (simulated) {
+          ctx.stream->enqueue_host([=] {
+            if (n) std::memcpy(dst.get(), src.get(), n * sizeof(float));
+          });
+          return;
+        }
+#if DEPENGINE_HAS_CUDA
+        if (from.is_cpu()) {
+          ops::cuda::copy_to_device(ctx, src.get(), dst.get(), n);
+        } else if (to.is_cpu()) {
+          ops::cuda::copy_to_host(ctx, src.get(), dst.get(), n);
+        } else {
+          ops::cuda::copy_peer(ctx, src.get(), from.id, dst.get(), to.id, n);
+        }
+#else
+        no_cuda(ctx.device);
+#endif
+      },
+      {ca.var}, {co.var}, PushOptions{.device = where, .lane = lane, .name = "copy_to"});
+  return out;
+}
 NDArray NDArray::T() const { return nd::transpose(*this); }
 NDArray NDArray::operator-() const { return nd::negative(*this); }
 
@@ -283,7 +425,7 @@ NDArray full(const Shape& shape, float value, Device device) {
 }
 
 NDArray arange(double start, double stop, double step, Device device) {
-  check_device(device, "arange");
+  detail::check_device(current_engine(), device, "arange");
   if (step == 0.0 || !std::isfinite(step) || !std::isfinite(start) || !std::isfinite(stop)) {
     throw Error("arange: start, stop and a non-zero step must be finite (got " +
                 std::to_string(start) + ", " + std::to_string(stop) + ", " +
@@ -291,19 +433,20 @@ NDArray arange(double start, double stop, double step, Device device) {
   }
   const double count = std::ceil((stop - start) / step);
   const std::size_t n = count > 0 ? static_cast<std::size_t>(count) : 0;
-  NDArray out = ArrayInternals::make(current_engine(), {n});
-  float* po = chunk(out).data;
-  out.engine().push([=](const RunContext& ctx) { ops::cpu::arange(ctx, po, n, start, step); },
-                    {}, {chunk(out).var}, named("arange"));
+  NDArray out = ArrayInternals::make(current_engine(), {n}, device);
+  const Ptr po = ptr(out);
+  launch(chunk(out), {}, {chunk(out).var}, "arange",
+         [=](const RunContext& ctx, auto k) { k.arange(ctx, po.get(), n, start, step); });
   return out;
 }
 
 NDArray array(std::span<const float> values, const Shape& shape, Device device) {
-  check_device(device, "array");
+  detail::check_device(current_engine(), device, "array");
   if (values.size() != detail::shape_size(shape)) {
     throw Error("array: " + std::to_string(values.size()) + " values do not fill shape " +
                 shape_str(shape));
   }
+  if (device.is_gpu()) return array(values, shape, Device::cpu()).copy_to(device);
   NDArray out = ArrayInternals::make(current_engine(), shape);
   // The storage is new and its var has no pending access, so the caller may fill it here.
   if (!values.empty()) std::memcpy(chunk(out).data, values.data(), values.size_bytes());
@@ -315,41 +458,29 @@ NDArray array(const std::vector<float>& values, const Shape& shape, Device devic
 }
 
 NDArray random_uniform(const Shape& shape, float low, float high, Device device) {
-  check_device(device, "random_uniform");
+  detail::check_device(current_engine(), device, "random_uniform");
   if (!(low <= high)) {
     throw Error("random_uniform: low " + std::to_string(low) + " is above high " +
                 std::to_string(high));
   }
-  detail::Context& cx = detail::current_context();
-  NDArray out = ArrayInternals::make(*cx.engine, shape);
-  float* po = chunk(out).data;
+  NDArray out = ArrayInternals::make(current_engine(), shape, device);
   const std::size_t n = out.size();
-  detail::Rng* rng = cx.rng;
-  cx.engine->push(
-      [=](const RunContext& ctx) {
-        ops::cpu::random_uniform(ctx, rng->key, rng->counter, low, high, po, n);
-        rng->counter += ops::philox_blocks(n);
-      },
-      {cx.rng_var}, {cx.rng_var, chunk(out).var}, named("random_uniform"));
+  push_random(chunk(out), n, "random_uniform",
+              [=](const RunContext& ctx, auto k, std::uint64_t key, std::uint64_t counter,
+                  float* po) { k.random_uniform(ctx, key, counter, low, high, po, n); });
   return out;
 }
 
 NDArray random_normal(const Shape& shape, float mean, float stddev, Device device) {
-  check_device(device, "random_normal");
+  detail::check_device(current_engine(), device, "random_normal");
   if (!(stddev >= 0.0f)) {
     throw Error("random_normal: stddev " + std::to_string(stddev) + " is negative");
   }
-  detail::Context& cx = detail::current_context();
-  NDArray out = ArrayInternals::make(*cx.engine, shape);
-  float* po = chunk(out).data;
+  NDArray out = ArrayInternals::make(current_engine(), shape, device);
   const std::size_t n = out.size();
-  detail::Rng* rng = cx.rng;
-  cx.engine->push(
-      [=](const RunContext& ctx) {
-        ops::cpu::random_normal(ctx, rng->key, rng->counter, mean, stddev, po, n);
-        rng->counter += ops::philox_blocks(n);
-      },
-      {cx.rng_var}, {cx.rng_var, chunk(out).var}, named("random_normal"));
+  push_random(chunk(out), n, "random_normal",
+              [=](const RunContext& ctx, auto k, std::uint64_t key, std::uint64_t counter,
+                  float* po) { k.random_normal(ctx, key, counter, mean, stddev, po, n); });
   return out;
 }
 
@@ -361,7 +492,7 @@ void seed(std::uint64_t s) {
         rng->key = s;
         rng->counter = 0;
       },
-      {}, {cx.rng_var}, named("seed"));
+      {}, {cx.rng_var}, PushOptions{.name = "seed"});
 }
 
 NDArray dot(const NDArray& a, const NDArray& b) {
@@ -383,15 +514,13 @@ NDArray dot(const NDArray& a, const NDArray& b) {
   Shape out_shape;
   if (sa.size() == 2) out_shape.push_back(m);
   if (sb.size() == 2) out_shape.push_back(n);
-  NDArray out = ArrayInternals::make(e, std::move(out_shape));
-  const float* pa = ca.data;
-  const float* pb = cb.data;
-  float* po = chunk(out).data;
-  e.push(
-      [=](const RunContext& ctx) {
-        ops::cpu::gemm(ctx, false, false, m, n, k, 1.0f, pa, k, pb, n, 0.0f, po, n);
-      },
-      {ca.var, cb.var}, {chunk(out).var}, named("dot"));
+  NDArray out = ArrayInternals::make(e, std::move(out_shape), ca.device);
+  const Ptr pa = detail::ptr(ca), pb = detail::ptr(cb), po = ptr(out);
+  launch(chunk(out), {ca.var, cb.var}, {chunk(out).var}, "dot",
+         [=](const RunContext& ctx, auto kernels) {
+           kernels.gemm(ctx, false, false, m, n, k, 1.0f, pa.get(), k, pb.get(), n, 0.0f,
+                        po.get(), n);
+         });
   return out;
 }
 
@@ -427,12 +556,11 @@ NDArray argmax(const NDArray& a, int axis) { return reduce_axis(ops::Reduce::arg
 
 NDArray copy(const NDArray& a) {
   Chunk& ca = require(a, "copy");
-  NDArray out = ArrayInternals::make(*ca.engine, a.shape());
-  const float* pa = ca.data;
-  float* po = chunk(out).data;
+  NDArray out = ArrayInternals::make(*ca.engine, a.shape(), ca.device);
+  const Ptr pa = detail::ptr(ca), po = ptr(out);
   const std::size_t n = a.size();
-  ca.engine->push([=](const RunContext& ctx) { ops::cpu::copy(ctx, pa, po, n); }, {ca.var},
-                  {chunk(out).var}, named("copy"));
+  launch(chunk(out), {ca.var}, {chunk(out).var}, "copy",
+         [=](const RunContext& ctx, auto k) { k.copy(ctx, pa.get(), po.get(), n); });
   return out;
 }
 
@@ -444,11 +572,10 @@ NDArray transpose(const NDArray& a) {
                 shape_str(a.shape()));
   }
   const std::size_t rows = a.shape()[0], cols = a.shape()[1];
-  NDArray out = ArrayInternals::make(*ca.engine, {cols, rows});
-  const float* pa = ca.data;
-  float* po = chunk(out).data;
-  ca.engine->push([=](const RunContext& ctx) { ops::cpu::transpose(ctx, pa, rows, cols, po); },
-                  {ca.var}, {chunk(out).var}, named("transpose"));
+  NDArray out = ArrayInternals::make(*ca.engine, {cols, rows}, ca.device);
+  const Ptr pa = detail::ptr(ca), po = ptr(out);
+  launch(chunk(out), {ca.var}, {chunk(out).var}, "transpose",
+         [=](const RunContext& ctx, auto k) { k.transpose(ctx, pa.get(), rows, cols, po.get()); });
   return out;
 }
 

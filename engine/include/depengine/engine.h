@@ -173,6 +173,9 @@ class Engine {
   virtual int cpu_threads() const noexcept = 0;
   // The back-pressure bound; 0 when unbounded.
   virtual std::size_t max_inflight() const noexcept = 0;
+  // Host-simulated GPUs this engine was made with (EngineOptions::sim_gpus, resolved);
+  // 0 when Device::gpu(i) means CUDA device i.
+  virtual int sim_gpus() const noexcept = 0;
   // Operations pushed and not yet finished.
   virtual std::size_t pending() const noexcept = 0;
   // Most operations pending at once since the engine was made.

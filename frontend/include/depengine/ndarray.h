@@ -25,6 +25,12 @@
 // runs reaches the user at the next blocker (wait_to_read, to_vector, item, printing,
 // waitall) on an array that depends on it.
 //
+// Devices: an array lives on Device::cpu() or Device::gpu(i). Ops on GPU arrays run on that
+// GPU's compute lane; an op whose arrays are on different devices throws Error naming both
+// devices and the op, and nothing is pushed; copy_to moves an array between devices. A GPU
+// is a CUDA device, or — on an engine made with EngineOptions::sim_gpus > 0 — one of its
+// host-simulated GPUs, whose arrays live in host memory (docs/gpu.md).
+//
 // Thread safety: different threads may use different arrays, and read the same array,
 // concurrently. Concurrent writes to one array (in-place ops) are ordered by the engine in
 // the order the pushes happen.
@@ -71,19 +77,28 @@ class NDArray {
   // The var that orders accesses to the storage. An op of your own that reads or writes
   // data() must declare it: `engine().push(fn, {x.var()}, {y.var()})`.
   const Var& var() const;
-  // The storage (row-major). Only valid to touch inside an op that declares var().
+  // The storage (row-major). Only valid to touch inside an op that declares var(), and on
+  // the op's device: a GPU array's storage is device memory (host memory on a simulated
+  // GPU), known only once its allocation op has run, so call data() inside the op.
   float* data() const;
 
   // Blocks until every write to this array pushed before has finished; rethrows the
   // failure of the op that should have produced it.
   void wait_to_read() const;
-  // Blocks (wait_to_read), then copies the elements out.
+  // Blocks (wait_to_read), then copies the elements out. A GPU array is copied to the
+  // host first (copy_to(Device::cpu())).
   std::vector<float> to_vector() const;
   // Blocks, then returns the only element; throws Error unless size() == 1.
   float item() const;
 
   // A new array with the same elements (pushed, like every op).
   NDArray copy() const;
+  // A new array with the same elements on `device`, on the same engine. The copy is pushed
+  // on a copy lane, so it overlaps compute: host to GPU on the GPU's copy_to_device lane,
+  // GPU to host on the GPU's copy_from_device lane, GPU to GPU on the destination's
+  // copy_to_device lane. To the array's own device it is copy().
+  //   NDArray g = x.copy_to(depengine::Device::gpu(0));
+  NDArray copy_to(Device device) const;
   // A view with another shape and the same storage and var (no copy, nothing pushed).
   NDArray reshape(Shape shape) const;
   // The transpose of a 2-D array (a copy); 0-d and 1-d arrays are copied as they are.
@@ -162,8 +177,8 @@ class EngineScope {
 
 namespace nd {
 
-// Creation. Arrays live on the CPU; other devices are rejected with an Error until a
-// build has kernels for them.
+// Creation, on `device`. A GPU that the current engine does not have (no such simulated
+// GPU, no such CUDA device, or a build without CUDA) is an Error naming it.
 NDArray zeros(const Shape& shape, Device device = Device::cpu());
 NDArray ones(const Shape& shape, Device device = Device::cpu());
 NDArray full(const Shape& shape, float value, Device device = Device::cpu());
