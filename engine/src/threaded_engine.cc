@@ -280,11 +280,22 @@ class ThreadedEngine final : public Engine, public OpSink, public CpuRunner, pub
       CurrentOpScope scope(op);
       try {
         upstream = order_after_inputs(*op, stream, lane.key());
-        op->fn->call(ctx, nullptr);
-        stream.check_launch();
+        if (Failure late = completed_failure(upstream)) {
+          up = std::move(late);
+        } else {
+          op->fn->call(ctx, nullptr);
+          stream.check_launch();
+        }
       } catch (...) {
         error = std::current_exception();
       }
+    }
+    if (up) {  // an input failed while this op was being ordered: skipped, nothing launched
+      finish(op, std::move(up), false, false);
+      return;
+    }
+    {
+      CurrentOpScope scope(op);
       try {
         // Recorded even after a failed launch: work it enqueued before failing stays ordered.
         EventPool& events = *event_pools_[static_cast<std::size_t>(op->opts.device.id)];

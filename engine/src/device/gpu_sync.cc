@@ -158,6 +158,16 @@ void reset_written(Op& op) {
   }
 }
 
+Failure completed_failure(const std::vector<GpuSyncPtr>& syncs) {
+  Failure first;
+  for (const GpuSyncPtr& s : syncs) {
+    if (!s->done()) continue;
+    const Failure& f = s->failure();
+    if (f && (!first || f.origin < first.origin)) first = f;
+  }
+  return first;
+}
+
 std::vector<GpuSyncPtr> order_after_inputs(Op& op, DeviceStream& stream, int stream_key) {
   std::vector<GpuSyncPtr> upstream;
   std::vector<GpuSync*> waited;
@@ -172,7 +182,9 @@ std::vector<GpuSyncPtr> order_after_inputs(Op& op, DeviceStream& stream, int str
     if (!g) continue;
     if (g->writer) {
       wait_for(g->writer);
-      if (reads(a.kind) && !g->writer->done()) upstream.push_back(g->writer);
+      // Kept even when already done: read_failure() may have run before the writer
+      // completed, and its failure must still reach this op (complete() reads it).
+      if (reads(a.kind)) upstream.push_back(g->writer);
     }
     if (writes(a.kind)) {
       std::lock_guard lk(g->lock);

@@ -143,8 +143,13 @@ void incomplete_inputs(Op& op, std::vector<GpuSyncPtr>& out);
 void reset_written(Op& op);
 
 // Stream ops: makes `stream` (key `stream_key`) wait for earlier stream ops on other
-// streams that `op` depends on, and returns the incomplete GPU writes `op` reads.
+// streams that `op` depends on, and returns the GPU writes `op` reads (done or not).
 std::vector<GpuSyncPtr> order_after_inputs(Op& op, DeviceStream& stream, int stream_key);
+
+// The earliest failure among the ops of `syncs` that have already completed. Checked after
+// order_after_inputs: an input that completed, failed, between the op's first failure check
+// and its ordering is caught here (one still running is awaited by the stream instead).
+Failure completed_failure(const std::vector<GpuSyncPtr>& syncs);
 
 // Stream ops, after launch: records `sync` as the last write or a reader of op's vars.
 void publish(Op& op, const GpuSyncPtr& sync);
