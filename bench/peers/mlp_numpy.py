@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The MLP of `depengine train` (784-256-10, ReLU, softmax cross-entropy, minibatch SGD) in
+"""The MLP of `depengine train` (784-256-10, ReLU, softmax cross-entropy, minibatch SGD, lr 0.1 times 0.8 per epoch) in
 NumPy: synchronous, each step's shuffle, batch assembly and normalization done in line,
 over the same OpenBLAS (Debian's python3-numpy links libblas.so.3 -> OpenBLAS, all cores).
 
@@ -53,6 +53,7 @@ def main():
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--batch", type=int, default=256)
     p.add_argument("--lr", type=float, default=0.1)
+    p.add_argument("--lr-decay", type=float, default=0.8)
     p.add_argument("--seed", type=int, default=42)
     a = p.parse_args()
 
@@ -77,6 +78,7 @@ def main():
     print(f"{'epoch':>5} {'loss':>8} {'train acc':>9} {'test acc':>9} {'examples/s':>10} {'epoch s':>10}")
     n = len(ytr)
     for epoch in range(a.epochs):
+        lr = a.lr * a.lr_decay ** epoch
         t0 = time.perf_counter()
         order = rng.permutation(n)
         loss_sum = correct = 0.0
@@ -99,7 +101,7 @@ def main():
                 dz1 = (dz @ params[2].T) * (h > 0)
                 grads = [x.T @ dz1, dz1.sum(axis=0), h.T @ dz, dz.sum(axis=0)]
             for w, g in zip(params, grads):
-                w -= a.lr * g
+                w -= lr * g
         secs = time.perf_counter() - t0
         test_acc = float((forward(xte_f)[1].argmax(axis=1) == yte).mean())
         print(f"{epoch + 1:5d} {loss_sum / n:8.4f} {100 * correct / n:8.2f}% {100 * test_acc:8.2f}% "

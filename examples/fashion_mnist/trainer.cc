@@ -1,6 +1,7 @@
 #include "fashion_mnist/trainer.h"
 
 #include <chrono>
+#include <cmath>
 #include <deque>
 #include <string>
 
@@ -51,6 +52,9 @@ Trainer::Trainer(Engine& engine, std::shared_ptr<const Dataset> train,
     throw Error("Trainer: prefetch and lag must not be negative");
   }
   if (!(config_.lr > 0.0f)) throw Error("Trainer: the learning rate must be positive");
+  if (!(config_.lr_decay > 0.0f && config_.lr_decay <= 1.0f)) {
+    throw Error("Trainer: the learning-rate decay must be in (0, 1]");
+  }
 }
 
 EpochStats Trainer::train_epoch(int epoch,
@@ -63,6 +67,7 @@ EpochStats Trainer::train_epoch(int epoch,
       std::vector<std::shared_ptr<Observer>>{profiler, recorder}));
   const auto t0 = Clock::now();
 
+  const float lr = config_.lr * std::pow(config_.lr_decay, static_cast<float>(epoch));
   const std::size_t nb = train_pipe_.batches();
   const std::size_t prefetch = static_cast<std::size_t>(config_.prefetch);
   train_pipe_.begin_epoch(config_.seed, epoch);
@@ -87,7 +92,7 @@ EpochStats Trainer::train_epoch(int epoch,
     if (k + prefetch < nb) ready.push_back(train_pipe_.assemble(k + prefetch));
     const BatchPipeline::Batch b = prefetch == 0 ? train_pipe_.assemble(k) : ready.front();
     if (prefetch > 0) ready.pop_front();
-    in_flight.push_back({model_.train_step(b.x, b.y, config_.lr), b.x.shape()[0]});
+    in_flight.push_back({model_.train_step(b.x, b.y, lr), b.x.shape()[0]});
     while (in_flight.size() > static_cast<std::size_t>(config_.lag)) collect();
   }
   while (!in_flight.empty()) collect();
@@ -100,7 +105,8 @@ EpochStats Trainer::train_epoch(int epoch,
   const double n = static_cast<double>(train_pipe_.data().size());
   GraphAnalysis graph;
   if (recorder) graph = analyze(recorder->graph());
-  return {.loss = loss_sum / n,
+  return {.lr = lr,
+          .loss = loss_sum / n,
           .train_accuracy = correct / n,
           .seconds = seconds,
           .examples_per_s = n / seconds,

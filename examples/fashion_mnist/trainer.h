@@ -31,6 +31,8 @@ struct TrainConfig {
   std::size_t hidden = 256;
   std::size_t batch = 256;
   float lr = 0.1f;
+  // Epoch e trains with lr · lr_decay^e: large steps early, small ones to settle.
+  float lr_decay = 0.8f;
   std::uint64_t seed = 42;
   // Batches assembled ahead of the one training (2: triple buffering).
   int prefetch = 2;
@@ -43,6 +45,7 @@ struct TrainConfig {
 };
 
 struct EpochStats {
+  double lr = 0;              // the learning rate the epoch used
   double loss = 0;            // mean training loss over the epoch's examples
   double train_accuracy = 0;  // share predicted right by the model as it trained
   double seconds = 0;         // wall time of the epoch's training (no evaluation)
