@@ -37,22 +37,22 @@ Model::Model(ModelConfig config, std::uint64_t seed) : config_(config) {
 }
 
 NDArray Model::forward(const NDArray& x) const {
-  if (config_.kind == ModelKind::softmax) return nd::dot(x, params_[0]) + params_[1];
-  const NDArray h = nd::relu(nd::dot(x, params_[0]) + params_[1]);
-  return nd::dot(h, params_[2]) + params_[3];
+  if (config_.kind == ModelKind::softmax) return nd::linear(x, params_[0], params_[1]);
+  const NDArray h = nd::linear(x, params_[0], params_[1], true);
+  return nd::linear(h, params_[2], params_[3]);
 }
 
 std::vector<NDArray> Model::gradients(const NDArray& x, const NDArray& y, NDArray* loss,
                                      NDArray* logits) {
   if (config_.kind == ModelKind::softmax) {
-    const NDArray z = nd::dot(x, params_[0]) + params_[1];
+    const NDArray z = nd::linear(x, params_[0], params_[1]);
     nd::SoftmaxCrossEntropy sce = nd::softmax_cross_entropy(z, y);
     if (loss) *loss = sce.loss;
     if (logits) *logits = z;
     return {nd::gemm(x, sce.grad, true, false), nd::sum(sce.grad, 0)};
   }
-  const NDArray h = nd::relu(nd::dot(x, params_[0]) + params_[1]);
-  const NDArray z = nd::dot(h, params_[2]) + params_[3];
+  const NDArray h = nd::linear(x, params_[0], params_[1], true);
+  const NDArray z = nd::linear(h, params_[2], params_[3]);
   nd::SoftmaxCrossEntropy sce = nd::softmax_cross_entropy(z, y);
   if (loss) *loss = sce.loss;
   if (logits) *logits = z;

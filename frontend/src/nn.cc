@@ -65,6 +65,34 @@ NDArray gemm(const NDArray& a, const NDArray& b, bool transpose_a, bool transpos
   return out;
 }
 
+NDArray linear(const NDArray& x, const NDArray& w, const NDArray& b, bool relu) {
+  Chunk& cx = require(x, "linear");
+  Chunk& cw = require(w, "linear");
+  Chunk& cb = require(b, "linear");
+  Engine& e = same_engine(cx, cw, "linear");
+  same_engine(cx, cb, "linear");
+  require_2d(x, "linear", "x");
+  require_2d(w, "linear", "w");
+  const std::size_t m = x.shape()[0], k = x.shape()[1], n = w.shape()[1];
+  if (w.shape()[0] != k || b.shape() != Shape{n}) {
+    throw Error("linear: x " + shape_str(x.shape()) + ", w " + shape_str(w.shape()) + " and b " +
+                shape_str(b.shape()) + " do not fit (expected w (" + std::to_string(k) +
+                ", n) and b (n,))");
+  }
+  NDArray out = ArrayInternals::make(e, {m, n});
+  const float* px = cx.data;
+  const float* pw = cw.data;
+  const float* pb = cb.data;
+  float* po = out.data();
+  e.push(
+      [=](const RunContext& ctx) {
+        ops::cpu::gemm(ctx, false, false, m, n, k, 1.0f, px, k, pw, n, 0.0f, po, n);
+        ops::cpu::bias_activation(ctx, po, pb, m, n, relu);
+      },
+      {cx.var, cw.var, cb.var}, {out.var()}, {.name = relu ? "linear_relu" : "linear"});
+  return out;
+}
+
 SoftmaxCrossEntropy softmax_cross_entropy(const NDArray& logits, const NDArray& labels) {
   const char* op = "softmax_cross_entropy";
   Chunk& cz = require(logits, op);

@@ -139,6 +139,16 @@ TEST_F(GradTest, GemmTransposesMatchTheReference) {
   EXPECT_THROW(nd::gemm(nd::zeros({3}), nd::zeros({3, 1}), false, false), Error);
 }
 
+// The fused layer is the unfused ops, bit for bit, on shapes large enough to be tiled.
+TEST_F(GradTest, LinearIsDotPlusBiasThenReluFused) {
+  const NDArray x = nd::random_normal({300, 200}), w = nd::random_normal({200, 260});
+  const NDArray b = nd::random_normal({260});
+  EXPECT_EQ(nd::linear(x, w, b).to_vector(), (nd::dot(x, w) + b).to_vector());
+  EXPECT_EQ(nd::linear(x, w, b, true).to_vector(), nd::relu(nd::dot(x, w) + b).to_vector());
+  EXPECT_THROW(nd::linear(x, w, nd::zeros({200})), Error);
+  EXPECT_THROW(nd::linear(x, nd::zeros({100, 260}), b), Error);
+}
+
 // L = sum(G ∘ (X·W)): dL/dW = Xᵀ·G and dL/dX = G·Wᵀ, the two transposed GEMMs of a
 // linear layer's backward pass.
 TEST_F(GradTest, LinearLayerBackwardMatchesFiniteDifferences) {

@@ -24,6 +24,10 @@ namespace depengine::nd {
 // transpose: (m,k)·(k,n) -> (m,n) after the transposes.
 NDArray gemm(const NDArray& a, const NDArray& b, bool transpose_a, bool transpose_b);
 
+// A linear layer in one op: x · w + b, then relu when `relu` (x (m,k), w (k,n), b (n,)).
+// The same bits as nd::dot(x, w) + b (then nd::relu), with one op instead of two or three.
+NDArray linear(const NDArray& x, const NDArray& w, const NDArray& b, bool relu = false);
+
 // The loss and gradient of softmax cross-entropy, pushed as one op.
 struct SoftmaxCrossEntropy {
   NDArray loss;  // 0-d: mean over the rows of -log softmax(logits)[label]

@@ -63,6 +63,19 @@ void softmax_xent(const RunContext&, const float* logits, const float* labels, s
   loss[0] = static_cast<float>(total / static_cast<double>(m));
 }
 
+void bias_activation(const RunContext&, float* c, const float* bias, std::size_t m,
+                     std::size_t n, bool relu) {
+  detail::parallel_chunks(m, row_grain(n), [&](std::size_t r0, std::size_t r1) {
+    for (std::size_t r = r0; r < r1; ++r) {
+      float* row = c + r * n;
+      for (std::size_t j = 0; j < n; ++j) row[j] += bias[j];
+      if (relu) {
+        for (std::size_t j = 0; j < n; ++j) row[j] = row[j] > 0.0f ? row[j] : 0.0f;
+      }
+    }
+  });
+}
+
 void relu_backward(const RunContext&, const float* y, const float* dy, float* dx, std::size_t n) {
   detail::parallel_chunks(n, detail::kElementGrain, [&](std::size_t i0, std::size_t i1) {
     for (std::size_t i = i0; i < i1; ++i) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;

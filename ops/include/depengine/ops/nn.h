@@ -21,6 +21,11 @@ namespace depengine::ops::cpu {
 void softmax_xent(const RunContext& ctx, const float* logits, const float* labels,
                   std::size_t m, std::size_t n, float* loss, float* grad);
 
+// c[r, j] += bias[j] for the m×n row-major c, then c = max(c, 0) when `relu`: the tail of a
+// linear layer fused into the op that computed c.
+void bias_activation(const RunContext& ctx, float* c, const float* bias, std::size_t m,
+                     std::size_t n, bool relu);
+
 // dx[i] = y[i] > 0 ? dy[i] : 0, the gradient through y = relu(x) (y or x may be passed:
 // both are positive at the same places). dx may alias dy.
 void relu_backward(const RunContext& ctx, const float* y, const float* dy, float* dx,
