@@ -1,7 +1,8 @@
 #!/usr/bin/python3
-"""The MLP of `depengine train` (784-256-10, ReLU, softmax cross-entropy, minibatch SGD, lr 0.1 times 0.8 per epoch) in
-NumPy: synchronous, each step's shuffle, batch assembly and normalization done in line,
-over the same OpenBLAS (Debian's python3-numpy links libblas.so.3 -> OpenBLAS, all cores).
+"""The MLP of `depengine train` (784-256-10, ReLU, softmax cross-entropy, minibatch SGD,
+lr 0.1 times 0.8 per epoch) in NumPy: synchronous, each step's batch assembly and
+normalization done in line, over the same OpenBLAS (Debian's python3-numpy links
+libblas.so.3, which is OpenBLAS here, on all cores).
 
     /usr/bin/python3 bench/peers/mlp_numpy.py --epochs 3 [--model softmax] [--batch 256]
 
@@ -75,7 +76,8 @@ def main():
         return h, h @ params[2] + params[3]
 
     print(f"numpy {np.__version__}, {os.cpu_count()} cores, model {a.model}, batch {a.batch}")
-    print(f"{'epoch':>5} {'loss':>8} {'train acc':>9} {'test acc':>9} {'examples/s':>10} {'epoch s':>10}")
+    print(f"{'epoch':>5} {'loss':>8} {'train acc':>9} {'test acc':>9} {'examples/s':>10} "
+          f"{'epoch s':>10}")
     n = len(ytr)
     for epoch in range(a.epochs):
         lr = a.lr * a.lr_decay ** epoch
@@ -104,8 +106,8 @@ def main():
                 w -= lr * g
         secs = time.perf_counter() - t0
         test_acc = float((forward(xte_f)[1].argmax(axis=1) == yte).mean())
-        print(f"{epoch + 1:5d} {loss_sum / n:8.4f} {100 * correct / n:8.2f}% {100 * test_acc:8.2f}% "
-              f"{n / secs:10.0f} {secs:10.2f}")
+        print(f"{epoch + 1:5d} {loss_sum / n:8.4f} {100 * correct / n:8.2f}% "
+              f"{100 * test_acc:8.2f}% {n / secs:10.0f} {secs:10.2f}")
 
 
 if __name__ == "__main__":
