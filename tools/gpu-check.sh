@@ -41,7 +41,7 @@ grep -q '^#define DEPENGINE_HAS_CUDA 1' "$build/engine/generated/include/depengi
 
 step "build"
 cmake --build "$build" -j "$jobs" --target gpu_ops_test engine_device_test \
-  engine_gpu_scheduling_test depengine_gpu_bench
+  engine_gpu_scheduling_test frontend_gpu_ndarray_test depengine_gpu_bench
 
 step "device count"
 count=$("$build/bench/gpu/depengine_gpu_bench" --count)
@@ -54,6 +54,9 @@ fi
 
 step "GPU tests (kernels vs CPU, on gpu(0))"
 "$build/tests/gpu/gpu_ops_test" --gtest_brief=1
+
+step "GPU arrays (NDArray on CUDA devices and on the simulated device)"
+"$build/tests/frontend/frontend_gpu_ndarray_test" --gtest_brief=1
 
 step "GPU scheduling tests (simulated device; the same paths as CUDA)"
 "$build/tests/engine/engine_device_test" --gtest_brief=1
