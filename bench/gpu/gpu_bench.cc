@@ -5,6 +5,8 @@
 // Rows (each a median of repeated runs, measured in this process on gpu(0)):
 //   d2l dot        10 x (1000x1000 · 1000x1000) pushed to the threaded engine: time for the
 //                  pushes to return vs time until wait_all returns (push must be far shorter).
+//   NDArray dot    the same through the frontend, nd::dot on gpu(0) arrays (each output
+//                  allocated from the device's stream-ordered pool and freed as it is dropped).
 //   gemm 4096      GEMM through the engine vs cuBLAS alone on one stream: TFLOP/s and the
 //                  ratio (target >= 95%).
 //   tiny op        per-op wall time of a chain of 1-element kernels through the engine minus
@@ -28,6 +30,7 @@
 
 #include "cuda/kernels.h"
 #include "depengine/engine.h"
+#include "depengine/ndarray.h"
 #include "depengine/profiler.h"
 
 namespace {
@@ -98,6 +101,26 @@ Row d2l_dot(int reps) {
   }
   const double p = median(push_s) * 1e3, d = median(done_s) * 1e3;
   return {"d2l 10x dot 1000^2", fmt("push %.3f ms", p), fmt("done %.3f ms", d),
+          fmt("push/done %.1f%%", 100 * p / d), "push << done"};
+}
+
+Row ndarray_dot(int reps) {
+  constexpr std::size_t n = 1000;
+  auto e = Engine::create("threaded");
+  EngineScope use(*e);
+  const NDArray a = nd::random_normal({n, n}, 0.f, 1.f, Device::gpu(0));
+  a.wait_to_read();
+  std::vector<double> push_s, done_s;
+  for (int r = 0; r < reps; ++r) {
+    std::vector<NDArray> out;
+    const auto t0 = Clock::now();
+    for (int i = 0; i < 10; ++i) out.push_back(nd::dot(a, a));
+    push_s.push_back(seconds_since(t0));
+    waitall();
+    done_s.push_back(seconds_since(t0));
+  }
+  const double p = median(push_s) * 1e3, d = median(done_s) * 1e3;
+  return {"NDArray 10x dot 1000^2", fmt("push %.3f ms", p), fmt("done %.3f ms", d),
           fmt("push/done %.1f%%", 100 * p / d), "push << done"};
 }
 
@@ -282,6 +305,7 @@ int main(int argc, char** argv) {
               Device::gpu_count(), quick ? " (--quick)" : "");
   std::vector<std::function<Row()>> rows = {
       [&] { return d2l_dot(quick ? 3 : 7); },
+      [&] { return ndarray_dot(quick ? 3 : 7); },
       [&] { return gemm_4096(quick ? 2 : 5); },
       [&] { return tiny_op(quick ? 2000 : 20000); },
       [] { return overlap(); },
