@@ -12,7 +12,16 @@ namespace {
 
 using detail::ArrayInternals;
 using detail::Chunk;
-using detail::require;
+
+// The chunk of `a`, which must be a CPU array: these ops have CPU kernels only.
+Chunk& require(const NDArray& a, const char* op) {
+  Chunk& c = detail::require(a, op);
+  if (!c.device.is_cpu()) {
+    throw Error(std::string(op) + ": the array is on " + c.device.str() +
+                "; this op has a CPU kernel only (copy_to(Device::cpu()) first)");
+  }
+  return c;
+}
 
 Engine& same_engine(const Chunk& a, const Chunk& b, const char* op) {
   if (a.engine != b.engine) throw Error(std::string(op) + ": the arrays live on different engines");

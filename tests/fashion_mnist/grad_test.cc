@@ -203,6 +203,22 @@ std::vector<bool> relu_pattern(const fashion_mnist::Model& model, const NDArray&
   return on;
 }
 
+TEST(NnDevices, GpuArraysAreRejectedAtTheCall) {
+  auto engine = Engine::create("naive", {.sim_gpus = 1});
+  EngineScope use(*engine);
+  const NDArray g = nd::zeros({2, 2}, Device::gpu(0)), c = nd::zeros({2, 2});
+  try {
+    nd::gemm(c, g, false, false);
+    ADD_FAILURE() << "gemm accepted an array on gpu(0)";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("gemm: the array is on gpu(0)"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(nd::relu_backward(g, c), Error);
+  NDArray w = g;
+  EXPECT_THROW(nd::sgd_update(w, c, 0.1f), Error);
+}
+
 // The model's gradients of every parameter against finite differences of its batch loss.
 void check_model(fashion_mnist::ModelKind kind) {
   const std::size_t batch = 5, inputs = 6;

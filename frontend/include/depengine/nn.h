@@ -12,6 +12,7 @@
 //   NDArray dz1 = nd::relu_backward(h, dh);
 //   nd::sgd_update(w2, dw2, 0.1f);                // w2 -= 0.1 · dw2, in place
 //
+// The kernels are CPU-only: an array on a GPU is rejected with an Error at the call.
 // Results are the same bits on every engine and any number of workers. Thread safety as
 // for NDArray (depengine/ndarray.h).
 #pragma once
