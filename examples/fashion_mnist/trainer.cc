@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <deque>
+#include <optional>
 #include <string>
 
 #include "depengine/graph.h"
@@ -30,6 +31,18 @@ const std::shared_ptr<const Dataset>& check_shapes(const std::shared_ptr<const D
   }
   return train;
 }
+
+// Attaches an observer for one epoch and detaches it however the epoch ends.
+class Observing {
+ public:
+  Observing(Engine& e, std::shared_ptr<Observer> o) : engine_(e) { e.set_observer(std::move(o)); }
+  ~Observing() { engine_.set_observer(nullptr); }
+  Observing(const Observing&) = delete;
+  Observing& operator=(const Observing&) = delete;
+
+ private:
+  Engine& engine_;
+};
 
 double busy(const ProfileSummary& s, Lane lane) {
   for (const LaneSummary& l : s.by_lane) {
@@ -63,8 +76,9 @@ EpochStats Trainer::train_epoch(int epoch,
   engine_.wait_all();
   auto profiler = std::make_shared<Profiler>();
   auto recorder = config_.record_graph ? std::make_shared<GraphRecorder>() : nullptr;
-  engine_.set_observer(std::make_shared<ObserverFanout>(
-      std::vector<std::shared_ptr<Observer>>{profiler, recorder}));
+  std::vector<std::shared_ptr<Observer>> observers{profiler, recorder};
+  std::optional<Observing> observing(std::in_place, engine_,
+                                     std::make_shared<ObserverFanout>(std::move(observers)));
   const auto t0 = Clock::now();
 
   const float lr = config_.lr * std::pow(config_.lr_decay, static_cast<float>(epoch));
@@ -98,7 +112,7 @@ EpochStats Trainer::train_epoch(int epoch,
   while (!in_flight.empty()) collect();
   engine_.wait_all();
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  engine_.set_observer(nullptr);
+  observing.reset();
 
   last_profile_ = profiler->summary();
   const ProfileSummary& summary = last_profile_;
