@@ -504,7 +504,12 @@ class Bench {
     if (!v) {
       s << "> " << o_.sizes_us.back();
     } else {
-      s << (bounded ? "<= " : "") << std::setprecision(*v < 10 ? 2 : 3) << *v;
+      s << (bounded ? "<= " : "");
+      if (*v < 10) {
+        s << std::setprecision(2) << *v;
+      } else {
+        s << std::fixed << std::setprecision(0) << *v;
+      }
     }
     return s.str();
   }
