@@ -15,6 +15,7 @@
 #include <functional>
 #include <future>
 #include <memory>
+#include <ostream>
 #include <random>
 #include <sstream>
 #include <stdexcept>
@@ -86,6 +87,10 @@ struct Setup {
   const char* kind;
   int sim_gpus;
 };
+
+void PrintTo(const Setup& s, std::ostream* os) {
+  *os << s.kind << (s.sim_gpus ? " simulated" : " cuda");
+}
 
 class GpuNDArray : public ::testing::TestWithParam<Setup> {
  protected:
