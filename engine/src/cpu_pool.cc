@@ -1,6 +1,7 @@
 #include "cpu_pool.h"
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -110,6 +111,8 @@ void CpuPool::submit(Op* op) {
 }
 
 void CpuPool::spawn_drainer_if_needed() {
+  // A lingering drainer will take the op (see linger()).
+  if (lingering_.load(std::memory_order_seq_cst)) return;
   int n = drainers_.load(std::memory_order_seq_cst);
   while (n < threads_) {
     if (drainers_.compare_exchange_weak(n, n + 1, std::memory_order_seq_cst)) {
@@ -134,6 +137,24 @@ Op* CpuPool::pop() {
   return op;
 }
 
+bool CpuPool::linger() {
+  // One drainer at a time waits a little for the next op before it leaves: a frontend that
+  // pushes small ops one by one then finds a worker awake instead of paying a oneTBB
+  // enqueue and wake-up per op. It yields while it waits, so it does not starve the
+  // frontend of a core on a small machine.
+  if (lingering_.exchange(true, std::memory_order_seq_cst)) return false;
+  using Clock = std::chrono::steady_clock;
+  const auto until = Clock::now() + kLinger;
+  bool found = false;
+  while (!found && Clock::now() < until) {
+    std::this_thread::yield();
+    found = queued_.load(std::memory_order_seq_cst) != 0;
+  }
+  lingering_.store(false, std::memory_order_seq_cst);
+  // Seen after clearing the flag too: a submit that saw the flag set did not spawn.
+  return found || queued_.load(std::memory_order_seq_cst) != 0;
+}
+
 void CpuPool::drain(CpuPool* pool) {
   // oneTBB numbers the slots of a one-thread arena from 1; reduce to [0, threads).
   const int worker = oneapi::tbb::this_task_arena::current_thread_index() % pool->threads_;
@@ -141,6 +162,7 @@ void CpuPool::drain(CpuPool* pool) {
     while (Op* op = pool->pop()) {
       while (op) op = pool->runner_.run_cpu(op, worker);
     }
+    if (pool->linger()) continue;
     // Leave, then look again: a submit that saw every drainer busy before the decrement
     // relies on this re-check (both sides use seq_cst on queued_ and drainers_).
     pool->drainers_.fetch_sub(1, std::memory_order_seq_cst);

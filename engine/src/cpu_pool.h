@@ -10,6 +10,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 
 #include <oneapi/tbb/concurrent_priority_queue.h>
@@ -56,6 +57,10 @@ class CpuPool {
 
   Op* pop();
   void spawn_drainer_if_needed();
+  // Waits up to kLinger for an op if no other drainer is waiting; true when one came.
+  bool linger();
+
+  static constexpr std::chrono::microseconds kLinger{50};
 
   const int threads_;
   CpuRunner& runner_;
@@ -66,6 +71,7 @@ class CpuPool {
   std::atomic<long> queued_{0};    // ops in the queues
   std::atomic<int> drainers_{0};   // drain tasks enqueued or running
   std::atomic<long> alive_{0};     // drain tasks not yet returned (for the destructor)
+  std::atomic<bool> lingering_{false};
   oneapi::tbb::task_arena arena_;
 };
 
