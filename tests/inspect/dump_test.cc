@@ -9,6 +9,8 @@
 #include "depengine/graph.h"
 #include "graphfile.h"
 
+#include "scratch.h"
+
 namespace {
 
 using depengine::Graph;
@@ -93,7 +95,7 @@ TEST(InspectDump, EmptyGraphRoundTrips) {
 
 TEST(InspectDump, GraphvizRendersTheDump) {
   if (std::system("command -v dot > /dev/null 2>&1") != 0) GTEST_SKIP() << "Graphviz not installed";
-  const std::string path = ::testing::TempDir() + "inspect_dump_render.dot";
+  const std::string path = depengine::test::scratch_prefix() + "inspect_dump_render.dot";
   depengine::write_text_file(path, sample().to_dot());
   EXPECT_EQ(std::system(("dot -Tsvg -o /dev/null '" + path + "'").c_str()), 0);
   std::remove(path.c_str());

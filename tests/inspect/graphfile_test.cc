@@ -15,6 +15,8 @@
 #include "depengine/graph.h"
 #include "graphfile.h"
 
+#include "scratch.h"
+
 namespace {
 
 namespace gf = depengine::graphfile;
@@ -158,7 +160,7 @@ std::string slurp(const std::string& path) {
 }
 
 Result cli(const std::string& args) {
-  const std::string dir = ::testing::TempDir();
+  const std::string dir = depengine::test::scratch_prefix();
   const std::string out = dir + "inspect_cli.out", err = dir + "inspect_cli.err";
   const int status =
       std::system(("'" INSPECT_CLI "' " + args + " > '" + out + "' 2> '" + err + "'").c_str());
@@ -166,13 +168,13 @@ Result cli(const std::string& args) {
 }
 
 std::string temp_file(const std::string& name, const std::string& text) {
-  const std::string path = ::testing::TempDir() + name;
+  const std::string path = depengine::test::scratch_prefix() + name;
   std::ofstream(path) << text;
   return path;
 }
 
 TEST(InspectCli, MalformedFileExitsWithTwoAndRunsNothing) {
-  const std::string trace = ::testing::TempDir() + "inspect_cli_bad_trace.json";
+  const std::string trace = depengine::test::scratch_prefix() + "inspect_cli_bad_trace.json";
   std::remove(trace.c_str());
   // Op 3 is bad; ops 0-2 must not run (no timing lines, no trace).
   const std::string bad = temp_file(
@@ -195,7 +197,7 @@ TEST(InspectCli, MalformedFileExitsWithTwoAndRunsNothing) {
 }
 
 TEST(InspectCli, GenerateAnalyzeRun) {
-  const std::string dir = ::testing::TempDir();
+  const std::string dir = depengine::test::scratch_prefix();
   const std::string file = dir + "inspect_chol.json";
   ASSERT_EQ(cli("generate cholesky --tiles 4 --cost-us 50 -o '" + file + "'").code, 0);
   const Result a = cli("analyze '" + file + "' --unit");

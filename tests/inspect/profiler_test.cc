@@ -20,6 +20,8 @@
 #include "depengine/profiler.h"
 #include "graphfile.h"
 
+#include "scratch.h"
+
 namespace {
 
 namespace gf = depengine::graphfile;
@@ -195,7 +197,7 @@ class ScopedEnv {
 };
 
 TEST(InspectEnvironment, ProfileAndRecordAreWrittenWhenTheEngineIsDestroyed) {
-  const std::string dir = ::testing::TempDir();
+  const std::string dir = depengine::test::scratch_prefix();
   const std::string trace = dir + "inspect_env_trace.json";
   const std::string dot = dir + "inspect_env_graph.dot";
   std::remove(trace.c_str());
@@ -225,7 +227,7 @@ TEST(InspectEnvironment, BadRecordValueIsAnError) {
 
 // The process default engine writes its profile at exit (a child process runs it).
 TEST(InspectEnvironment, DefaultEngineWritesTheProfileAtExit) {
-  const std::string dir = ::testing::TempDir();
+  const std::string dir = depengine::test::scratch_prefix();
   const std::string trace = dir + "inspect_exit_trace.json";
   const std::string json_graph = dir + "inspect_exit_graph.json";
   std::remove(trace.c_str());
