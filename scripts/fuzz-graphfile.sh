@@ -2,6 +2,7 @@
 # Builds the graph-file loader's libFuzzer target with clang (ASan + UBSan) and runs it for
 # a bounded time, starting from the seed corpus in tests/inspect/fuzz_corpus.
 #   scripts/fuzz-graphfile.sh [SECONDS]      (default 30; CI runs it as is)
+# DEPENGINE_FUZZ_SEED picks the mutation seed (default 1, so CI runs are repeatable).
 # Exit status: 0 when the fuzzer found nothing; otherwise the crashing input is left in the
 # build folder (crash-*) and printed.
 set -euo pipefail
@@ -26,5 +27,5 @@ cmake --build "$build" --target graphfile_fuzzer -j2
 corpus="$build/fuzz-corpus"
 mkdir -p "$corpus"
 cd "$build"
-"$build/tools/graphfile/graphfile_fuzzer" -max_total_time="$seconds" -max_len=4096 -timeout=10 \
+"$build/tools/graphfile/graphfile_fuzzer" -seed="${DEPENGINE_FUZZ_SEED:-1}" -max_total_time="$seconds" -max_len=4096 -timeout=10 \
   -print_final_stats=1 "$corpus" "$root/tests/inspect/fuzz_corpus"

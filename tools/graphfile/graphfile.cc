@@ -177,6 +177,9 @@ Program parse_program(std::string_view text) {
     throw FileError("bad JSON at byte " + std::to_string(e.byte) + ": " +
                         std::string(e.what()).substr(std::string(e.what()).find(':') + 2),
                     -1, "");
+  } catch (const json::exception& e) {  // e.g. a number too large for a double (found by fuzzing)
+    throw FileError("bad JSON: " + std::string(e.what()).substr(std::string(e.what()).find(']') + 2),
+                    -1, "");
   }
   if (!doc.is_object()) file_error("", "the top level must be an object with an \"ops\" array");
   if (!doc.contains("ops") && doc.contains("nodes")) return from_dump(text);
