@@ -380,20 +380,20 @@ class ThreadedEngine final : public Engine, public OpSink, public CpuRunner, pub
     const std::size_t bound = options_.max_inflight;
     if (bound == 0 || current_op() != nullptr) return;
     if (inflight_.load(std::memory_order_acquire) < bound) return;
-    waiters_.fetch_add(1, std::memory_order_acq_rel);
+    waiters_.fetch_add(1, std::memory_order_seq_cst);
     {
       std::unique_lock lk(wait_mu_);
-      wait_cv_.wait(lk, [&] { return inflight_.load(std::memory_order_acquire) < bound; });
+      wait_cv_.wait(lk, [&] { return inflight_.load(std::memory_order_seq_cst) < bound; });
     }
     waiters_.fetch_sub(1, std::memory_order_acq_rel);
   }
 
   void drain() {
     if (inflight_.load(std::memory_order_acquire) == 0) return;
-    waiters_.fetch_add(1, std::memory_order_acq_rel);
+    waiters_.fetch_add(1, std::memory_order_seq_cst);
     {
       std::unique_lock lk(wait_mu_);
-      wait_cv_.wait(lk, [&] { return inflight_.load(std::memory_order_acquire) == 0; });
+      wait_cv_.wait(lk, [&] { return inflight_.load(std::memory_order_seq_cst) == 0; });
     }
     waiters_.fetch_sub(1, std::memory_order_acq_rel);
   }
@@ -453,13 +453,7 @@ class ThreadedEngine final : public Engine, public OpSink, public CpuRunner, pub
         dispatch(r);
       }
     });
-    if (counted) {
-      const std::size_t before = inflight_.fetch_sub(1, std::memory_order_acq_rel);
-      if (before == 1 || waiters_.load(std::memory_order_acquire) > 0) {
-        std::lock_guard lk(wait_mu_);
-        wait_cv_.notify_all();
-      }
-    }
+    if (counted) retire_one();
     return next;
   }
 
@@ -522,9 +516,15 @@ class ThreadedEngine final : public Engine, public OpSink, public CpuRunner, pub
     }
   }
 
+  // Counts one op out of flight. Wakes the waiters only when the count reaches zero
+  // (drain) or drops below the back-pressure bound: waking a waiting wait_all on every op
+  // would cost a futex wake and a context switch per op. The count and the waiter count are
+  // read crosswise by notifier and waiter, hence seq_cst on both sides.
   void retire_one() {
-    const std::size_t before = inflight_.fetch_sub(1, std::memory_order_acq_rel);
-    if (before == 1 || waiters_.load(std::memory_order_acquire) > 0) {
+    const std::size_t before = inflight_.fetch_sub(1, std::memory_order_seq_cst);
+    const std::size_t bound = options_.max_inflight;
+    const bool wake = before == 1 || (bound != 0 && before == bound);
+    if (wake && waiters_.load(std::memory_order_seq_cst) > 0) {
       std::lock_guard lk(wait_mu_);
       wait_cv_.notify_all();
     }
