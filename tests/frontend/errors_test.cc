@@ -11,30 +11,13 @@
 #include <thread>
 
 #include "depengine/ndarray.h"
+#include "support/test_support.h"
 
 namespace depengine {
 namespace {
 
-class PushCounter final : public Observer {
- public:
-  void on_push(const OpInfo&) override { ++pushes; }
-  void on_ready(std::uint64_t) override {}
-  void on_start(std::uint64_t, int) override {}
-  void on_end(std::uint64_t, bool, bool) override {}
-  std::atomic<int> pushes{0};
-};
-
-// Expects `f` to throw depengine::Error whose message contains every one of `parts`.
-template <class F>
-void expect_error(F&& f, std::initializer_list<const char*> parts) {
-  try {
-    f();
-    ADD_FAILURE() << "no exception";
-  } catch (const Error& e) {
-    for (const char* p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos)
-        << "'" << e.what() << "' lacks '" << p << "'";
-  }
-}
+using depengine::test::PushCounter;
+using depengine::test::expect_error;
 
 class FrontendErrors : public ::testing::TestWithParam<const char*> {
  protected:

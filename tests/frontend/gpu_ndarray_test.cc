@@ -25,19 +25,16 @@
 #include <vector>
 
 #include "depengine/ndarray.h"
+#include "support/test_support.h"
 
 namespace depengine {
 namespace {
 
-constexpr Device kGpu0 = Device::gpu(0);
+using depengine::test::ints;
+using depengine::test::PushCounter;
+using depengine::test::expect_error;
 
-std::vector<float> ints(std::size_t n, int lo, int hi, unsigned seed) {
-  std::mt19937 g(seed);
-  std::uniform_int_distribution<int> d(lo, hi);
-  std::vector<float> v(n);
-  for (float& x : v) x = static_cast<float>(d(g));
-  return v;
-}
+constexpr Device kGpu0 = Device::gpu(0);
 
 // Same shape, same device as expected, and the same bits as the CPU result; or, when
 // `rounding` (a CUDA device's transcendental functions), equal to float rounding.
@@ -59,26 +56,6 @@ void expect_same(const NDArray& got, Device device, const NDArray& want, const s
     } else {
       ASSERT_NEAR(g[i], w[i], 1e-5f * std::max(1.0f, std::abs(w[i]))) << what << " at " << i;
     }
-  }
-}
-
-class PushCounter final : public Observer {
- public:
-  void on_push(const OpInfo&) override { ++pushes; }
-  void on_ready(std::uint64_t) override {}
-  void on_start(std::uint64_t, int) override {}
-  void on_end(std::uint64_t, bool, bool) override {}
-  std::atomic<int> pushes{0};
-};
-
-template <class F>
-void expect_error(F&& f, std::initializer_list<const char*> parts) {
-  try {
-    f();
-    ADD_FAILURE() << "no exception";
-  } catch (const Error& e) {
-    for (const char* p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos)
-        << "'" << e.what() << "' lacks '" << p << "'";
   }
 }
 

@@ -8,17 +8,12 @@
 #include <vector>
 
 #include "depengine/ndarray.h"
+#include "support/test_support.h"
 
 namespace depengine {
 namespace {
 
-std::vector<float> ints(std::size_t n, int lo, int hi, unsigned seed) {
-  std::mt19937 g(seed);
-  std::uniform_int_distribution<int> d(lo, hi);
-  std::vector<float> v(n);
-  for (float& x : v) x = static_cast<float>(d(g));
-  return v;
-}
+using depengine::test::ints;
 
 std::size_t numel(const Shape& s) {
   std::size_t n = 1;

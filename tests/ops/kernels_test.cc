@@ -14,20 +14,14 @@
 #include "depengine/ops/random.h"
 #include "depengine/ops/reduce.h"
 #include "depengine/ops/transpose.h"
+#include "support/test_support.h"
 
 namespace depengine::ops {
 namespace {
 
-const RunContext kCtx{};
+using depengine::test::ints;
 
-// Integer values in [lo, hi]: sums and products of them are exact in float.
-std::vector<float> ints(std::size_t n, int lo, int hi, unsigned seed) {
-  std::mt19937 g(seed);
-  std::uniform_int_distribution<int> d(lo, hi);
-  std::vector<float> v(n);
-  for (float& x : v) x = static_cast<float>(d(g));
-  return v;
-}
+const RunContext kCtx{};
 
 std::vector<float> reals(std::size_t n, float lo, float hi, unsigned seed) {
   std::mt19937 g(seed);

@@ -1,0 +1,50 @@
+// Helpers shared by the ops and frontend tests.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <initializer_list>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "depengine/engine.h"
+
+namespace depengine::test {
+
+// n integer values in [lo, hi] as floats: sums and products of them are exact in float.
+inline std::vector<float> ints(std::size_t n, int lo, int hi, unsigned seed) {
+  std::mt19937 g(seed);
+  std::uniform_int_distribution<int> d(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = static_cast<float>(d(g));
+  return v;
+}
+
+// Counts pushes, to check that a rejected call pushed nothing.
+class PushCounter final : public Observer {
+ public:
+  void on_push(const OpInfo&) override { ++pushes; }
+  void on_ready(std::uint64_t) override {}
+  void on_start(std::uint64_t, int) override {}
+  void on_end(std::uint64_t, bool, bool) override {}
+  std::atomic<int> pushes{0};
+};
+
+// Expects `f` to throw depengine::Error whose message contains every one of `parts`.
+template <class F>
+void expect_error(F&& f, std::initializer_list<const char*> parts) {
+  try {
+    f();
+    ADD_FAILURE() << "no exception";
+  } catch (const Error& e) {
+    for (const char* p : parts) {
+      EXPECT_NE(std::string(e.what()).find(p), std::string::npos)
+          << "'" << e.what() << "' lacks '" << p << "'";
+    }
+  }
+}
+
+}  // namespace depengine::test
