@@ -486,7 +486,8 @@ class ThreadedEngine final : public Engine, public OpSink, public CpuRunner, pub
   // `failure` gets the failure its vars carry (when any GPU op used them) and the vars it
   // writes forget their stream ops.
   bool await_device_inputs(Op* op, Failure& failure) {
-    if (!has_gpu_state(*op)) return false;
+    // An engine without GPUs never has device state: CPU ops skip the scan of their vars.
+    if (event_pools_.empty() || !has_gpu_state(*op)) return false;
     std::vector<GpuSyncPtr> pending;
     for (;;) {
       pending.clear();

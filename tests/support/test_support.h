@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,18 @@ void expect_error(F&& f, std::initializer_list<const char*> parts) {
       EXPECT_NE(std::string(e.what()).find(p), std::string::npos)
           << "'" << e.what() << "' lacks '" << p << "'";
     }
+  }
+}
+
+// Expects `f` to rethrow the original std::runtime_error with message `what` (a failure
+// reaching a blocker keeps its type and text).
+template <class F>
+void expect_runtime_error(F&& f, const char* what) {
+  try {
+    f();
+    ADD_FAILURE() << "no exception";
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(), what);
   }
 }
 

@@ -36,7 +36,7 @@ struct LoadAt {
   __host__ __device__ MaxAt operator()(unsigned long long i) const { return MaxAt{a[i], i}; }
 };
 
-struct ToDouble {
+struct AsDouble {
   __host__ __device__ double operator()(float x) const { return static_cast<double>(x); }
 };
 
@@ -113,7 +113,7 @@ void reduce_all(const RunContext& ctx, Reduce op, const float* a, std::size_t n,
   const char* what = name(op);
   cudaStream_t s = detail::stream_of(ctx, what);
   if (op == Reduce::sum || op == Reduce::mean) {
-    auto in = thrust::make_transform_iterator(a, ToDouble{});
+    auto in = thrust::make_transform_iterator(a, AsDouble{});
     cub_reduce<double>(ctx, s, in, n, AddDouble{}, 0.0,
                        [&](const double* r) { finish_sum<<<1, 1, 0, s>>>(r, n, op == Reduce::mean, out); },
                        what);
