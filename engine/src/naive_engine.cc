@@ -1,5 +1,9 @@
 // The naive engine: every operation runs on the pushing thread, in push order, before push
 // returns. It is the oracle of the tests and the serialized side of every comparison.
+// With cpu_threads = 1 it is fully serial: ops run in a one-slot oneTBB arena, so the loops
+// inside their kernels stay on the pushing thread too. Otherwise (the default) kernels split
+// over the calling thread's arena, every core, as NumPy's BLAS does. (A private arena of
+// more slots would hold oneTBB workers that a threaded engine in the same process needs.)
 // A GPU op is launched on its stream and then waited for (the stream is drained after each
 // op, as MXNet 1.x synchronized after every GPU op): the baseline for event completion.
 // Pushes made by a running op are queued and run after it, as push order demands.
@@ -7,6 +11,9 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
+
+#include <oneapi/tbb/task_arena.h>
 
 #include "device/device_backend.h"
 #include "engine_options.h"
@@ -20,7 +27,9 @@ class NaiveEngine final : public Engine, public OpSink {
  public:
   explicit NaiveEngine(const ResolvedOptions& o)
       : options_(o),
-        gpu_(o.sim_gpus > 0 ? make_sim_backend(o.sim_gpus) : make_cuda_backend()) {}
+        gpu_(o.sim_gpus > 0 ? make_sim_backend(o.sim_gpus) : make_cuda_backend()) {
+    if (o.cpu_threads == 1) serial_.emplace(1, 1);
+  }
 
   ~NaiveEngine() override {
     std::lock_guard lk(mu_);
@@ -54,7 +63,7 @@ class NaiveEngine final : public Engine, public OpSink {
   }
 
   std::string_view kind() const noexcept override { return "naive"; }
-  int cpu_threads() const noexcept override { return 1; }
+  int cpu_threads() const noexcept override { return options_.cpu_threads; }
   std::size_t max_inflight() const noexcept override { return options_.max_inflight; }
   int sim_gpus() const noexcept override { return options_.sim_gpus; }
   std::size_t pending() const noexcept override { return pending_.load(); }
@@ -73,9 +82,10 @@ class NaiveEngine final : public Engine, public OpSink {
   }
 
  protected:
-  void push_op(std::unique_ptr<OpFunction> fn, bool async, VarList reads, VarList writes,
+  void push_op(const BodyBuilder& body, bool async, VarList reads, VarList writes,
                PushOptions options) override {
-    OpPtr op(new Op(this, std::move(fn), async, std::move(options)));
+    OpPtr op(new Op(this, async, std::move(options)));
+    op->set_body(body);
     op->set_accesses(reads, writes, this);
     if (op->opts.device.is_gpu()) stream_for(op->opts.device, op->opts.lane);
     submit(std::move(op), nullptr);
@@ -95,11 +105,18 @@ class NaiveEngine final : public Engine, public OpSink {
     std::lock_guard lk(mu_);
     enqueue(std::move(op), to_delete);
     draining() = this;
-    while (!queue_.empty()) {
-      OpPtr next(queue_.front());
-      queue_.pop_front();
-      run(next.get());
-      pending_.fetch_sub(1);
+    auto run_queue = [&] {
+      while (!queue_.empty()) {
+        OpPtr next(queue_.front());
+        queue_.pop_front();
+        run(next.get());
+        pending_.fetch_sub(1);
+      }
+    };
+    if (serial_) {
+      serial_->execute(run_queue);
+    } else {
+      run_queue();
     }
     draining() = nullptr;
   }
@@ -201,6 +218,7 @@ class NaiveEngine final : public Engine, public OpSink {
   }
 
   const ResolvedOptions options_;
+  std::optional<oneapi::tbb::task_arena> serial_;  // one slot, when cpu_threads is 1
   std::unique_ptr<DeviceBackend> gpu_;
   std::mutex mu_;  // held while ops run: one op at a time, in push order
   std::deque<Op*> queue_;

@@ -23,8 +23,6 @@ void scalable_delete(void* p) noexcept { scalable_free(p); }
 #endif
 }  // namespace
 
-void* OpFunction::operator new(std::size_t size) { return scalable_new(size); }
-void OpFunction::operator delete(void* p) noexcept { scalable_delete(p); }
 void* Op::operator new(std::size_t size) { return scalable_new(size); }
 void Op::operator delete(void* p) noexcept { scalable_delete(p); }
 
@@ -70,10 +68,32 @@ OpPtr make_delete_op(OpSink* sink, const Var& v, std::function<void()> on_delete
   auto fn = [f = std::move(on_deleted)] {
     if (f) f();
   };
-  OpPtr op(new Op(sink, std::make_unique<SyncFunction<decltype(fn)>>(std::move(fn)), false,
-                  PushOptions{.name = "delete_var"}));
+  OpPtr op(new Op(sink, false, PushOptions{.name = "delete_var"}));
+  op->set_body(body_builder<SyncFunction<decltype(fn)>>(fn));
   op->set_accesses({}, {v}, owner);
   return op;
+}
+
+void Op::set_body(const BodyBuilder& body) {
+  const bool fits = body.size <= kBodyInline && body.align <= alignof(std::max_align_t);
+  void* storage = fits ? static_cast<void*>(body_storage_)
+                       : ::operator new(body.size, std::align_val_t(body.align));
+  try {
+    fn = body.build(storage, body.callable);
+  } catch (...) {
+    if (!fits) ::operator delete(storage, std::align_val_t(body.align));
+    throw;
+  }
+  if (!fits) {
+    heap_body_ = storage;
+    heap_body_align_ = body.align;
+  }
+}
+
+Op::~Op() {
+  release_vars();
+  if (fn) fn->~OpFunction();
+  if (heap_body_) ::operator delete(heap_body_, std::align_val_t(heap_body_align_));
 }
 
 std::string Op::display_name() const {

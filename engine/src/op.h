@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <functional>
@@ -43,7 +44,9 @@ struct Failure {
   explicit operator bool() const noexcept { return error != nullptr; }
 };
 
-struct VarState {
+// Aligned to a cache line: vars made one after another would otherwise share lines, and
+// workers on different cores updating neighbouring vars' queues would contend for them.
+struct alignas(64) VarState {
   explicit VarState(const void* owner_engine, std::uint64_t var_id)
       : owner(owner_engine), id(var_id) {}
 
@@ -70,7 +73,9 @@ struct VarState {
   GpuVarSlot gpu;
 };
 
-// Accesses stored inline for the common small case.
+// Accesses stored inline for the common small case: up to six covers every Task Bench
+// pattern (stencil: 3 reads + 1 write; nearest, spread: 5 + 1) and the ops of tiled linear
+// algebra, so only long var lists pay a heap allocation.
 class AccessArray {
  public:
   void resize(std::size_t n) {
@@ -85,7 +90,7 @@ class AccessArray {
   Access& operator[](std::size_t i) noexcept { return begin()[i]; }
 
  private:
-  static constexpr std::size_t kInline = 3;
+  static constexpr std::size_t kInline = 6;
   Access inline_[kInline];
   std::unique_ptr<Access[]> heap_;
   std::size_t size_ = 0;
@@ -104,12 +109,16 @@ struct Waiter;
 
 class Op final : public CompletionTarget {
  public:
-  // From oneTBB's scalable allocator, like OpFunction (made by a frontend, freed by a worker).
+  // From oneTBB's scalable allocator: ops are made on the pushing thread and freed on a
+  // worker, which the general-purpose allocator handles slowly.
   static void* operator new(std::size_t size);
   static void operator delete(void* p) noexcept;
 
-  Op(OpSink* sink, std::unique_ptr<OpFunction> f, bool is_async, PushOptions o)
-      : fn(std::move(f)), opts(std::move(o)), async(is_async), sink_(sink) {}
+  Op(OpSink* sink, bool is_async, PushOptions o)
+      : opts(std::move(o)), async(is_async), sink_(sink) {}
+
+  // Builds the body into the op's own storage when it fits, else on the heap.
+  void set_body(const BodyBuilder& body);
 
   // Fills `acc` from the lists: duplicates merged, a var in both lists read_write, a
   // reference taken on each var. Throws Error for a null var or one of another engine.
@@ -137,7 +146,7 @@ class Op final : public CompletionTarget {
   void add_completion_ref() noexcept override;
   void release_completion_ref() noexcept override;
 
-  std::unique_ptr<OpFunction> fn;
+  OpFunction* fn = nullptr;  // the body; null for wait_to_read's op
   PushOptions opts;
   AccessArray acc;
   std::uint64_t seq = 0;
@@ -161,7 +170,12 @@ class Op final : public CompletionTarget {
   }
 
  private:
-  ~Op() { release_vars(); }
+  ~Op();
+  // Bodies up to this size (most lambdas: a few pointers or shared_ptrs) live in the op.
+  static constexpr std::size_t kBodyInline = 96;
+  alignas(alignof(std::max_align_t)) unsigned char body_storage_[kBodyInline];
+  void* heap_body_ = nullptr;  // a body that did not fit, and its alignment
+  std::size_t heap_body_align_ = 0;
   OpSink* sink_;
   std::atomic<int> refs_{1};
   std::atomic<int> completion_refs_{0};

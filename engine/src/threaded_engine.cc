@@ -185,7 +185,7 @@ class ThreadedEngine final : public Engine, public OpSink, public CpuRunner, pub
     check_not_in_op("wait_to_read");
     check_var(v, this, "wait_to_read");
     Waiter w;
-    OpPtr op(new Op(this, nullptr, false, PushOptions{.name = "wait_to_read"}));
+    OpPtr op(new Op(this, false, PushOptions{.name = "wait_to_read"}));
     op->waiter = &w;
     op->set_accesses({v}, {}, this);
     submit(std::move(op), nullptr);
@@ -335,9 +335,10 @@ class ThreadedEngine final : public Engine, public OpSink, public CpuRunner, pub
   }
 
  protected:
-  void push_op(std::unique_ptr<OpFunction> fn, bool async, VarList reads, VarList writes,
+  void push_op(const BodyBuilder& body, bool async, VarList reads, VarList writes,
                PushOptions options) override {
-    OpPtr op(new Op(this, std::move(fn), async, std::move(options)));
+    OpPtr op(new Op(this, async, std::move(options)));
+    op->set_body(body);
     op->set_accesses(reads, writes, this);
     if (op->opts.device.is_gpu()) lane_for(op->opts.device, op->opts.lane);  // validates
     submit(std::move(op), nullptr);

@@ -292,5 +292,24 @@ TEST(NDArray, StorageIsFreedWhenTheLastHandleGoes) {
   EXPECT_GE(nd::memory_stats().peak, before + 8000);
 }
 
+TEST(NDArray, FreedStorageIsKeptForTheNextArrayOfTheSameSize) {
+  waitall();
+  // A size no other test uses, so the pool holds no block of it yet.
+  const std::size_t n = 12345;
+  const std::size_t cached_before = nd::memory_stats().cached;
+  const float* first = nullptr;
+  {
+    NDArray a = nd::zeros({n});
+    a.wait_to_read();
+    first = a.data();
+  }
+  waitall();  // the deferred delete has returned the block to the pool
+  EXPECT_EQ(nd::memory_stats().cached, cached_before + n * sizeof(float));
+  NDArray b = nd::ones({n});
+  EXPECT_EQ(b.data(), first);
+  EXPECT_EQ(nd::memory_stats().cached, cached_before);
+  EXPECT_EQ(b.to_vector(), std::vector<float>(n, 1.0f));  // reused storage, new contents
+}
+
 }  // namespace
 }  // namespace depengine

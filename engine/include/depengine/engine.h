@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <new>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -49,13 +50,26 @@ namespace detail {
 class OpFunction {
  public:
   virtual ~OpFunction() = default;
-  // Bodies come from oneTBB's scalable allocator: they are made on the pushing thread and
-  // freed on a worker, which the general-purpose allocator handles slowly.
-  static void* operator new(std::size_t size);
-  static void operator delete(void* p) noexcept;
   // Synchronous bodies ignore `done`; asynchronous ones receive it.
   virtual void call(const RunContext& ctx, Completion* done) = 0;
 };
+
+// How push hands a body to the engine: the engine chooses the storage (inside its op
+// record when the body fits, so that a push makes one allocation, not two) and `build`
+// moves the caller's callable into it.
+struct BodyBuilder {
+  std::size_t size = 0;
+  std::size_t align = 0;
+  void* callable = nullptr;
+  OpFunction* (*build)(void* storage, void* callable) = nullptr;
+};
+
+template <class Body, class Fn>
+BodyBuilder body_builder(Fn& callable) {
+  return {sizeof(Body), alignof(Body), &callable, [](void* storage, void* c) -> OpFunction* {
+            return ::new (storage) Body(std::move(*static_cast<Fn*>(c)));
+          }};
+}
 
 template <class F>
 class SyncFunction final : public OpFunction {
@@ -141,7 +155,8 @@ class Engine {
   void push(F&& fn, VarList reads, VarList writes, PushOptions options = {}) {
     using Fn = std::decay_t<F>;
     detail::check_not_empty(fn, "push");
-    push_op(std::make_unique<detail::SyncFunction<Fn>>(std::forward<F>(fn)), false, reads, writes,
+    Fn callable(std::forward<F>(fn));
+    push_op(detail::body_builder<detail::SyncFunction<Fn>>(callable), false, reads, writes,
             std::move(options));
   }
 
@@ -152,7 +167,8 @@ class Engine {
   void push_async(F&& fn, VarList reads, VarList writes, PushOptions options = {}) {
     using Fn = std::decay_t<F>;
     detail::check_not_empty(fn, "push_async");
-    push_op(std::make_unique<detail::AsyncFunction<Fn>>(std::forward<F>(fn)), true, reads, writes,
+    Fn callable(std::forward<F>(fn));
+    push_op(detail::body_builder<detail::AsyncFunction<Fn>>(callable), true, reads, writes,
             std::move(options));
   }
 
@@ -186,7 +202,7 @@ class Engine {
   virtual void set_observer(std::shared_ptr<Observer> observer) = 0;
 
  protected:
-  virtual void push_op(std::unique_ptr<detail::OpFunction> fn, bool async, VarList reads,
+  virtual void push_op(const detail::BodyBuilder& body, bool async, VarList reads,
                        VarList writes, PushOptions options) = 0;
 };
 

@@ -238,10 +238,13 @@ NDArray copy(const NDArray& a);
 NDArray transpose(const NDArray& a);
 
 // Bytes of array storage allocated (freed when the deferred delete of the last handle's
-// var runs), and the most at once since the last reset. Process-wide; thread-safe.
+// var runs), the most at once since the last reset, and the bytes of freed host storage
+// kept for reuse by the next arrays of the same sizes (at most 256 MiB; MXNet's pooled
+// storage manager does the same). Process-wide; thread-safe.
 struct MemoryStats {
   std::size_t in_use = 0;
   std::size_t peak = 0;
+  std::size_t cached = 0;
 };
 MemoryStats memory_stats() noexcept;
 void reset_memory_peak() noexcept;

@@ -65,27 +65,46 @@ void softmax_xent(const RunContext&, const float* logits, const float* labels, s
 
 void bias_activation(const RunContext&, float* c, const float* bias, std::size_t m,
                      std::size_t n, bool relu) {
-  detail::parallel_chunks(m, row_grain(n), [&](std::size_t r0, std::size_t r1) {
+  detail::parallel_chunks(m, row_grain(n), [=](std::size_t r0, std::size_t r1) {
+    const float* __restrict b = bias;
     for (std::size_t r = r0; r < r1; ++r) {
-      float* row = c + r * n;
-      for (std::size_t j = 0; j < n; ++j) row[j] += bias[j];
+      float* __restrict row = c + r * n;
       if (relu) {
-        for (std::size_t j = 0; j < n; ++j) row[j] = row[j] > 0.0f ? row[j] : 0.0f;
+        for (std::size_t j = 0; j < n; ++j) {
+          const float v = row[j] + b[j];
+          row[j] = v > 0.0f ? v : 0.0f;
+        }
+      } else {
+        for (std::size_t j = 0; j < n; ++j) row[j] += b[j];
       }
     }
   });
 }
 
+// The elementwise loops below take their pointers as local __restrict copies and load
+// both sides of a select unconditionally: otherwise g++ reloads the pointers through the
+// lambda's references every iteration, vectorizes nothing, and relu_backward's select is a
+// branch that mispredicts on half the elements (~3 ns per element in the MLP step).
 void relu_backward(const RunContext&, const float* y, const float* dy, float* dx, std::size_t n) {
-  detail::parallel_chunks(n, detail::kElementGrain, [&](std::size_t i0, std::size_t i1) {
-    for (std::size_t i = i0; i < i1; ++i) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+  detail::parallel_chunks(n, detail::kElementGrain, [y, dy, dx](std::size_t i0, std::size_t i1) {
+    const float* __restrict ys = y + i0;
+    const float* __restrict dys = dy + i0;
+    float* __restrict out = dx + i0;
+    const std::size_t len = i1 - i0;
+    for (std::size_t i = 0; i < len; ++i) {
+      const float d = dys[i];  // loaded unconditionally, so the select is branch-free
+      out[i] = ys[i] > 0.0f ? d : 0.0f;
+    }
   });
 }
 
 void sgd_update(const RunContext&, float* w, const float* g, std::size_t n, float lr,
                 float weight_decay) {
-  detail::parallel_chunks(n, detail::kElementGrain, [&](std::size_t i0, std::size_t i1) {
-    for (std::size_t i = i0; i < i1; ++i) w[i] -= lr * (g[i] + weight_decay * w[i]);
+  detail::parallel_chunks(n, detail::kElementGrain, [=](std::size_t i0, std::size_t i1) {
+    float* __restrict ws = w + i0;
+    const float* __restrict gs = g + i0;
+    const std::size_t len = i1 - i0;
+    for (std::size_t i = 0; i < len; ++i) ws[i] -= lr * (gs[i] + weight_decay * ws[i]);
   });
 }
 
