@@ -1,0 +1,117 @@
+#!/usr/bin/python3
+"""The Fashion-MNIST MLP (784-256-10, batch 256) side by side, in one run on one machine:
+depengine's threaded engine, its naive engine fully serial (--threads 1) and with parallel
+kernels (the default), NumPy (synchronous, OpenBLAS on every core) and MXNet 1.9.1's
+threaded engine (when bench/peers/setup-mxnet.sh could install it). The runtimes take
+turns, round by round, so a noisy moment hits all of them; each figure is the median over
+the rounds of a run's examples/s over all its epochs (training time only).
+
+    cmake --build build/release --target depengine_cli
+    bash bench/peers/setup-mxnet.sh                  # optional: MXNet's peer
+    bench/peers/mlp_side_by_side.py [--rounds 3] [--epochs 3] [--build build/release]
+
+Prints a Markdown table (also to --md FILE). MXNet runs with OMP_NUM_THREADS set to the
+cores (its default is half the cores on x86, one thread on a 2-core machine).
+"""
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+EPOCH_LINE = re.compile(r"^\s*(\d+)\s+([0-9.]+)\s+([0-9.]+)%\s+([0-9.]+)%\s+([0-9.]+)\s+([0-9.]+)"
+                        r"(?:\s+([0-9.]+)%\s+([0-9.]+)%)?")
+
+
+def runtimes(build, epochs):
+    cli = os.path.join(build, "tools", "depengine", "depengine")
+    if not os.access(cli, os.X_OK):
+        sys.exit(f"mlp_side_by_side: {cli} not found (cmake --build {build} --target depengine_cli)")
+    train = [cli, "train", "--model", "mlp", "--batch", "256", "--epochs", str(epochs)]
+    cores = os.cpu_count() or 1
+    out = [
+        ("depengine threaded", train + ["--engine", "threaded"], None),
+        ("depengine naive, 1 thread", train + ["--engine", "naive", "--threads", "1"], None),
+        ("depengine naive, parallel kernels", train + ["--engine", "naive"], None),
+        ("numpy", ["/usr/bin/python3", os.path.join(ROOT, "bench/peers/mlp_numpy.py"),
+                   "--epochs", str(epochs)], None),
+    ]
+    venv_python = os.path.join(ROOT, "build", "mxnet-venv", "bin", "python")
+    mxnet = [venv_python, os.path.join(ROOT, "bench/peers/mlp_mxnet.py"), "--epochs", str(epochs)]
+    env = dict(os.environ, OMP_NUM_THREADS=str(cores))
+    out.append(("mxnet 1.9.1 (ThreadedEnginePerDevice)", mxnet if os.access(venv_python, os.X_OK)
+                else None, env))
+    return out
+
+
+def run_once(cmd, env):
+    """Returns (examples/s over all epochs, mean epoch s, last test acc, compute busy list)."""
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if p.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({p.returncode}): {p.stderr.strip()[-300:]}")
+    epochs = [m for m in map(EPOCH_LINE.match, p.stdout.splitlines()) if m]
+    if not epochs:
+        raise RuntimeError(f"{' '.join(cmd)}: no epoch lines in its output")
+    secs = [float(m.group(6)) for m in epochs]
+    rates = [float(m.group(5)) for m in epochs]
+    examples = sum(r * s for r, s in zip(rates, secs))
+    busy = [float(m.group(7)) for m in epochs if m.group(7)]
+    return examples / sum(secs), statistics.mean(secs), float(epochs[-1].group(4)), busy
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--build", default=os.path.join(ROOT, "build", "release"))
+    ap.add_argument("--md", help="also write the table to this file")
+    a = ap.parse_args()
+
+    rts = runtimes(a.build, a.epochs)
+    results = {name: [] for name, _, _ in rts}
+    errors = {}
+    for r in range(a.rounds):
+        for name, cmd, env in rts:
+            if cmd is None or name in errors:
+                continue
+            try:
+                results[name].append(run_once(cmd, env))
+            except RuntimeError as e:
+                errors[name] = str(e)
+            print(f"round {r + 1}/{a.rounds}: {name} done", file=sys.stderr, flush=True)
+
+    base = results["depengine threaded"]
+    base_rate = statistics.median(x[0] for x in base) if base else None
+    lines = [f"MLP 784-256-10, batch 256, {a.epochs} epochs per run, median of {a.rounds} rounds "
+             f"(runtimes interleaved), {os.cpu_count()} cores; load average at the end "
+             f"{os.getloadavg()[0]:.2f}.", "",
+             "| runtime | examples/s | epoch s | threaded depengine vs this | test acc (last epoch) "
+             "| compute busy |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for name, cmd, _ in rts:
+        runs = results[name]
+        if cmd is None:
+            lines.append(f"| {name} | missing (bash bench/peers/setup-mxnet.sh) | | | | |")
+            continue
+        if not runs:
+            lines.append(f"| {name} | failed: {errors.get(name, '?')} | | | | |")
+            continue
+        rate = statistics.median(x[0] for x in runs)
+        secs = statistics.median(x[1] for x in runs)
+        busy = [b for x in runs for b in x[3]]
+        busy_s = f"{min(busy):.1f}–{max(busy):.1f}%" if busy else "—"
+        ratio = f"{base_rate / rate:.2f}x" if base_rate else "—"
+        lines.append(f"| {name} | {rate:,.0f} | {secs:.2f} | {ratio} | {runs[-1][2]:.2f}% "
+                     f"| {busy_s} |")
+    table = "\n".join(lines) + "\n"
+    print(table)
+    if a.md:
+        with open(a.md, "w") as f:
+            f.write(table)
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
