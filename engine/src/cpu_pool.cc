@@ -8,7 +8,21 @@
 
 #include <oneapi/tbb/global_control.h>
 
+#include "depengine/parallel_region.h"
 #include "tsan_annotations.h"
+
+namespace depengine {
+namespace {
+// Parallel loops open in kernels right now (ParallelRegion); lingering drainers watch it.
+std::atomic<int> g_parallel_regions{0};
+}  // namespace
+
+ParallelRegion::ParallelRegion() noexcept {
+  g_parallel_regions.fetch_add(1, std::memory_order_relaxed);
+}
+ParallelRegion::~ParallelRegion() { g_parallel_regions.fetch_sub(1, std::memory_order_relaxed); }
+
+}  // namespace depengine
 
 namespace depengine::detail {
 namespace {
@@ -112,7 +126,7 @@ void CpuPool::submit(Op* op) {
 
 void CpuPool::spawn_drainer_if_needed() {
   // A lingering drainer will take the op (see linger()).
-  if (lingering_.load(std::memory_order_seq_cst)) return;
+  if (lingering_.load(std::memory_order_seq_cst) > 0) return;
   int n = drainers_.load(std::memory_order_seq_cst);
   while (n < threads_) {
     if (drainers_.compare_exchange_weak(n, n + 1, std::memory_order_seq_cst)) {
@@ -138,20 +152,23 @@ Op* CpuPool::pop() {
 }
 
 bool CpuPool::linger() {
-  // One drainer at a time waits a little for the next op before it leaves: a frontend that
-  // pushes small ops one by one then finds a worker awake instead of paying a oneTBB
-  // enqueue and wake-up per op. It yields while it waits, so it does not starve the
-  // frontend of a core on a small machine.
-  if (lingering_.exchange(true, std::memory_order_seq_cst)) return false;
+  // A drainer that runs out of ops waits a little for the next one before it leaves: a
+  // frontend that pushes small ops one by one then finds workers awake instead of paying a
+  // oneTBB enqueue and a wake-up per op (a wake-up costs tens of microseconds on some
+  // virtual machines). It yields while it waits, so it does not starve the frontend of a
+  // core on a small machine, and it stops as soon as a kernel opens a parallel loop
+  // (ParallelRegion): back in oneTBB's scheduler it can take that loop's chunks.
+  lingering_.fetch_add(1, std::memory_order_seq_cst);
   using Clock = std::chrono::steady_clock;
   const auto until = Clock::now() + kLinger;
   bool found = false;
-  while (!found && Clock::now() < until) {
+  while (!found && g_parallel_regions.load(std::memory_order_relaxed) == 0 &&
+         Clock::now() < until) {
     std::this_thread::yield();
     found = queued_.load(std::memory_order_seq_cst) != 0;
   }
-  lingering_.store(false, std::memory_order_seq_cst);
-  // Seen after clearing the flag too: a submit that saw the flag set did not spawn.
+  lingering_.fetch_sub(1, std::memory_order_seq_cst);
+  // Seen after leaving too: a submit that saw a lingering drainer did not spawn one.
   return found || queued_.load(std::memory_order_seq_cst) != 0;
 }
 

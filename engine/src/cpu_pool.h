@@ -57,7 +57,8 @@ class CpuPool {
 
   Op* pop();
   void spawn_drainer_if_needed();
-  // Waits up to kLinger for an op if no other drainer is waiting; true when one came.
+  // Waits up to kLinger for an op (less if a kernel opens a parallel loop); true when one
+  // came.
   bool linger();
 
   static constexpr std::chrono::microseconds kLinger{50};
@@ -71,7 +72,7 @@ class CpuPool {
   std::atomic<long> queued_{0};    // ops in the queues
   std::atomic<int> drainers_{0};   // drain tasks enqueued or running
   std::atomic<long> alive_{0};     // drain tasks not yet returned (for the destructor)
-  std::atomic<bool> lingering_{false};
+  std::atomic<int> lingering_{0};      // drainers waiting in linger()
   oneapi::tbb::task_arena arena_;
 };
 

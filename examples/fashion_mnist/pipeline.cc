@@ -83,10 +83,12 @@ BatchPipeline::Batch BatchPipeline::assemble(std::size_t k) {
   order_.engine().push(
       [=] {
         const std::size_t pixels = data->images.pixels_per_image();
+        const std::uint8_t* images = data->images.pixels.data();
         for (std::size_t r = 0; r < rows; ++r) {
           const auto i = static_cast<std::size_t>(order[first + r]);
-          const std::uint8_t* src = data->images.pixels.data() + i * pixels;
-          float* dst = x + r * pixels;
+          // Local __restrict pointers let g++ vectorize the conversion (at -O3, CMakeLists.txt).
+          const std::uint8_t* __restrict src = images + i * pixels;
+          float* __restrict dst = x + r * pixels;
           for (std::size_t p = 0; p < pixels; ++p) {
             dst[p] = static_cast<float>(src[p]) * scale + shift;
           }

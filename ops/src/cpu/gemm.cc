@@ -45,7 +45,9 @@ void gemm(const RunContext&, bool trans_a, bool trans_b, std::size_t m, std::siz
     }
     return;
   }
-  const std::size_t tile = std::max(m, n) <= 2 * kGemmTile ? kGemmTile / 2 : kGemmTile;
+  auto tiles_of = [&](std::size_t t) { return ((m + t - 1) / t) * ((n + t - 1) / t); };
+  std::size_t tile = kGemmTile;
+  while (tile > kGemmMinTile && tiles_of(tile) < kGemmMinTiles) tile /= 2;
   const std::size_t tiles_m = (m + tile - 1) / tile;
   const std::size_t tiles_n = (n + tile - 1) / tile;
   if (tiles_m * tiles_n == 1 || m * n * k <= kSerialFlops) {

@@ -16,6 +16,8 @@
 #include <oneapi/tbb/partitioner.h>
 #include <oneapi/tbb/task_arena.h>
 
+#include "depengine/parallel_region.h"
+
 namespace depengine::ops::cpu::detail {
 
 // Elements per task of a memory-bound elementwise loop (128 KiB of float32 per stream):
@@ -38,6 +40,7 @@ void parallel_chunks(std::size_t n, std::size_t grain, const Body& body) {
   // fixed); the engine's concurrency between operations is still fully exercised.
   for (std::size_t c = 0; c < chunks; ++c) body(c * grain, std::min(n, (c + 1) * grain));
 #else
+  const ParallelRegion region;  // calls idle engine workers back to take chunks
   oneapi::tbb::this_task_arena::isolate([&] {
     oneapi::tbb::parallel_for(
         oneapi::tbb::blocked_range<std::size_t>(0, chunks, 1),

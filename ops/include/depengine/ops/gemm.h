@@ -21,10 +21,14 @@ void gemm(const RunContext& ctx, bool trans_a, bool trans_b, std::size_t m, std:
           std::size_t k, float alpha, const float* a, std::size_t lda, const float* b,
           std::size_t ldb, float beta, float* c, std::size_t ldc);
 
-// Edge length of the square tiles of C that run as separate tasks; halved when C is at
-// most 2·kGemmTile on each side, so that mid-sized products still spread over the workers.
-// The choice depends on the shape only, never on the thread count.
+// Edge length of the square tiles of C that run as separate tasks: kGemmTile, halved (down
+// to kGemmMinTile) while that gives fewer than kGemmMinTiles tiles, so that mid-sized
+// products still spread evenly over the workers (a 784×256 C made 3 full tiles and a
+// sliver, and one worker did two thirds of it). The choice depends on the shape only,
+// never on the thread count.
 inline constexpr std::size_t kGemmTile = 256;
+inline constexpr std::size_t kGemmMinTile = 128;
+inline constexpr std::size_t kGemmMinTiles = 8;
 
 // Pins OpenBLAS to one thread (done on the first gemm call; idempotent). Exposed so that a
 // program that also calls cblas directly knows what depengine did to the process.
