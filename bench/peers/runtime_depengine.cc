@@ -1,6 +1,10 @@
 // depengine, threaded and naive: each task is one push with the task's read and write sets
 // as Var lists; the engine infers the dependencies. Vars are made before the clock starts,
-// as an application holds them already (an NDArray owns its var).
+// as an application holds them already (an NDArray owns its var). `depengine` has `threads`
+// workers, and the frontend thread pushes and then runs ops in wait_all: threads + 1 in
+// all. `depengine-lean` has threads - 1 workers, so that with the frontend thread it uses
+// exactly `threads`, as OpenMP's team and oneTBB's arena do (their master counts).
+#include <algorithm>
 #include <span>
 
 #include <depengine/engine.h>
@@ -12,8 +16,8 @@ namespace {
 
 class DepengineRuntime final : public Runtime {
  public:
-  DepengineRuntime(const char* kind, int threads)
-      : engine_(Engine::create(kind, {.cpu_threads = threads, .max_inflight = -1})) {}
+  DepengineRuntime(const char* kind, int workers)
+      : engine_(Engine::create(kind, {.cpu_threads = workers, .max_inflight = -1})) {}
 
   void prepare(const Graph& graph, Slot*, std::uint64_t) override {
     vars_.clear();
@@ -55,6 +59,11 @@ std::vector<RuntimeEntry> depengine_runtimes() {
   return {
       {.name = "depengine",
        .make = [](int threads) { return std::make_unique<DepengineRuntime>("threaded", threads); }},
+      {.name = "depengine-lean",
+       .make =
+           [](int threads) {
+             return std::make_unique<DepengineRuntime>("threaded", std::max(1, threads - 1));
+           }},
       {.name = "depengine-naive",
        .make = [](int threads) { return std::make_unique<DepengineRuntime>("naive", threads); }},
   };

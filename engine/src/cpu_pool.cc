@@ -100,7 +100,7 @@ CpuPool::CpuPool(int threads, CpuRunner& runner)
     : threads_(threads),
       runner_(runner),
       parallelism_(registry().require(threads)),
-      arena_(threads, 0) {
+      arena_(threads + 1, 1) {
   arena_.initialize();
 }
 
@@ -172,9 +172,32 @@ bool CpuPool::linger() {
   return found || queued_.load(std::memory_order_seq_cst) != 0;
 }
 
+void CpuPool::help(const std::function<bool()>& done) {
+  if (helped_.exchange(true, std::memory_order_acq_rel)) return;
+  struct Release {
+    std::atomic<bool>& flag;
+    ~Release() { flag.store(false, std::memory_order_release); }
+  } release{helped_};
+  arena_.execute([&] {
+    using Clock = std::chrono::steady_clock;
+    auto idle_until = Clock::now() + kLinger;
+    while (!done()) {
+      if (Op* op = pop()) {
+        while (op) op = runner_.run_cpu(op, threads_);
+        idle_until = Clock::now() + kLinger;
+      } else if (Clock::now() < idle_until) {
+        std::this_thread::yield();
+      } else {
+        break;  // nothing to run lately: the caller sleeps until the engine drains
+      }
+    }
+  });
+}
+
 void CpuPool::drain(CpuPool* pool) {
-  // oneTBB numbers the slots of a one-thread arena from 1; reduce to [0, threads).
-  const int worker = oneapi::tbb::this_task_arena::current_thread_index() % pool->threads_;
+  // Slot 0 is kept for a helping thread, so workers hold slots 1..threads: index slot - 1.
+  const int slot = oneapi::tbb::this_task_arena::current_thread_index();
+  const int worker = (slot + pool->threads_ - 1) % pool->threads_;
   for (;;) {
     while (Op* op = pool->pop()) {
       while (op) op = pool->runner_.run_cpu(op, worker);

@@ -6,11 +6,13 @@
 // carry ops one by one: up to `threads` drain tasks are alive at a time, each running ops
 // until the queues are empty, so a busy engine pays a queue push and pop per op rather than
 // a oneTBB enqueue and wake-up. Kernels that use tbb::parallel_for inside an op share the
-// arena, so intra-op parallelism does not oversubscribe the cores.
+// arena, so intra-op parallelism does not oversubscribe the cores. The arena keeps one more
+// slot for a thread outside the pool that helps while it waits (help()).
 #pragma once
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 
 #include <oneapi/tbb/concurrent_priority_queue.h>
@@ -43,6 +45,13 @@ class CpuPool {
   void submit(Op* op);
   int threads() const noexcept { return threads_; }
 
+  // Lends the calling thread (one outside the pool, about to wait for the engine to drain)
+  // to the pool: it runs queued ops, as worker index threads(), in the arena's slot kept
+  // for it, until `done()` holds or no op has been queued for kLinger. As OpenMP's master
+  // thread at a taskwait and oneTBB's at wait_for_all, the waiting thread does work
+  // instead of only sleeping. One thread at a time; others return at once.
+  void help(const std::function<bool()>& done);
+
   // The body of a drain task (see PoolTask in cpu_pool.cc).
   static void drain(CpuPool* pool);
 
@@ -73,6 +82,7 @@ class CpuPool {
   std::atomic<int> drainers_{0};   // drain tasks enqueued or running
   std::atomic<long> alive_{0};     // drain tasks not yet returned (for the destructor)
   std::atomic<int> lingering_{0};      // drainers waiting in linger()
+  std::atomic<bool> helped_{false};    // a thread is in help()
   oneapi::tbb::task_arena arena_;
 };
 

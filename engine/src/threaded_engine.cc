@@ -389,7 +389,10 @@ class ThreadedEngine final : public Engine, public OpSink, public CpuRunner, pub
     waiters_.fetch_sub(1, std::memory_order_acq_rel);
   }
 
+  // Waits until every pushed op has finished, running queued CPU ops meanwhile.
   void drain() {
+    if (inflight_.load(std::memory_order_acquire) == 0) return;
+    pool_.help([this] { return inflight_.load(std::memory_order_acquire) == 0; });
     if (inflight_.load(std::memory_order_acquire) == 0) return;
     waiters_.fetch_add(1, std::memory_order_seq_cst);
     {

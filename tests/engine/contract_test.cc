@@ -55,6 +55,40 @@ TEST_P(Contract, P2_ReadsOfOneVersionRunConcurrently) {
   EXPECT_TRUE(met.load());
 }
 
+// Point 4, as oneTBB's wait_for_all and OpenMP's taskwait do: the thread waiting in
+// wait_all runs queued ops meanwhile. The only worker is held by an op that lets go once
+// another op has run; only the waiting thread can run that one.
+TEST(ContractWaitAll, TheWaitingThreadRunsQueuedOps) {
+  auto e = Engine::create("threaded", {.cpu_threads = 1});
+  Var a = e->new_var(), b = e->new_var();
+  std::atomic<bool> started{false}, released{false};
+  std::atomic<bool> held_until_released{true};
+  e->push([&] {
+    started = true;
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (!released.load()) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        held_until_released = false;
+        return;
+      }
+      std::this_thread::yield();
+    }
+  }, {}, {a});
+  // Once the worker holds the first op, the second one stays queued.
+  while (!started.load()) std::this_thread::yield();
+  std::thread::id ran_on;
+  int worker = -1;
+  e->push([&](const RunContext& ctx) {
+    ran_on = std::this_thread::get_id();
+    worker = ctx.worker;
+    released = true;
+  }, {}, {b});
+  e->wait_all();
+  EXPECT_TRUE(held_until_released.load()) << "the queued op ran only after the 10 s deadline";
+  EXPECT_EQ(ran_on, std::this_thread::get_id());
+  EXPECT_EQ(worker, 1);  // the helper's index: cpu_threads()
+}
+
 // Point 2: a write waits for every earlier read, and later reads wait for the write (WAR,
 // RAW, WAW).
 TEST_P(Contract, P2_WriteWaitsForEarlierReadsAndWrites) {

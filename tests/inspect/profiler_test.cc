@@ -74,7 +74,8 @@ TEST_P(InspectProfiler, TraceListsEveryOpOnceWithoutOverlapPerWorker) {
   EXPECT_TRUE(cpu_named);
   ASSERT_EQ(seen.size(), program.ops.size());
   for (const auto& [id, count] : seen) EXPECT_EQ(count, 1) << "op " << id;
-  // At no time do more ops run than there are workers.
+  // At no time do more ops run than there are workers, plus the thread in wait_all, which
+  // runs queued ops while it waits.
   std::vector<std::pair<double, int>> sweep;
   for (const auto& [track, list] : slices) {
     for (const auto& [from, to] : list) {
@@ -85,7 +86,7 @@ TEST_P(InspectProfiler, TraceListsEveryOpOnceWithoutOverlapPerWorker) {
   std::sort(sweep.begin(), sweep.end());
   int running = 0, most = 0;
   for (const auto& [t, d] : sweep) most = std::max(most, running += d);
-  EXPECT_LE(most, threads);
+  EXPECT_LE(most, threads + 1);
   for (auto& [track, list] : slices) {
     std::sort(list.begin(), list.end());
     for (std::size_t i = 1; i < list.size(); ++i) {
@@ -110,7 +111,8 @@ TEST_P(InspectProfiler, TraceListsEveryOpOnceWithoutOverlapPerWorker) {
   ASSERT_EQ(s.by_lane.size(), 1u);
   EXPECT_GT(s.by_lane[0].busy_fraction, 0);
   EXPECT_LE(s.by_lane[0].busy_fraction, 1.0 + 1e-9);
-  EXPECT_LE(s.by_lane[0].mean_concurrency, threads + 1e-9);
+  // The workers, and the thread waiting in wait_all, which runs queued ops meanwhile.
+  EXPECT_LE(s.by_lane[0].mean_concurrency, threads + 1 + 1e-9);
   EXPECT_NE(s.table().find("gemm"), std::string::npos);
 }
 

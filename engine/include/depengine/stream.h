@@ -37,7 +37,8 @@ class Stream {
 struct RunContext {
   Device device;
   Lane lane = Lane::compute;
-  // Index of the worker running the op within its device's pool (0-based).
+  // Index of the worker running the op within its device's pool (0-based). On the CPU, a
+  // thread waiting in wait_all() runs queued ops meanwhile as index cpu_threads().
   int worker = 0;
   // The stream of a GPU op; nullptr for a CPU op.
   Stream* stream = nullptr;
