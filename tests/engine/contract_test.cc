@@ -414,12 +414,16 @@ TEST_P(Contract, HigherPriorityRunsFirstAmongWaitingOps) {
     std::lock_guard lk(mu);
     order.push_back(tag);
   };
-  for (int i = 0; i < 3; ++i) e_->push([&, i] { record(i); }, {}, {e_->new_var()});
-  e_->push([&] { record(100); }, {}, {e_->new_var()}, {.priority = 5});
-  e_->push([&] { record(50); }, {}, {e_->new_var()}, {.priority = 1});
-  e_->push([&] { record(200); }, {}, {e_->new_var()}, {.lane = Lane::priority, .priority = 9});
+  std::vector<Var> vars;
+  for (int i = 0; i < 6; ++i) vars.push_back(e_->new_var());
+  for (int i = 0; i < 3; ++i) e_->push([&, i] { record(i); }, {}, {vars[i]});
+  e_->push([&] { record(100); }, {}, {vars[3]}, {.priority = 5});
+  e_->push([&] { record(50); }, {}, {vars[4]}, {.priority = 1});
+  e_->push([&] { record(200); }, {}, {vars[5]}, {.lane = Lane::priority, .priority = 9});
   release.set_value();
-  e_->wait_all();
+  // wait_to_read, not wait_all: a thread in wait_all runs queued ops too, and with two
+  // threads taking ops the order would no longer be defined.
+  for (const Var& v : vars) e_->wait_to_read(v);
   ASSERT_EQ(order.size(), 6u);
   EXPECT_EQ(order[0], 200);
   EXPECT_EQ(order[1], 100);
