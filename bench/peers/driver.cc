@@ -97,6 +97,11 @@ struct Options {
   std::vector<std::string> runtimes;  // empty: all
   int watchdog_s = 120;               // a single run longer than this fails the sweep
   std::string csv, md, plot_script, plot_dir = "benchmarks";
+  // Raw samples: written after a run (one line per timed run), or read instead of running,
+  // so that several processes' runs can be merged (each process has its own thread
+  // placement, which on a small shared machine can shift a whole run by 2-4x).
+  std::string raw_out;
+  std::vector<std::string> raw_in;
 };
 
 [[noreturn]] void usage(const std::string& why) {
@@ -104,7 +109,8 @@ struct Options {
             << "usage: depengine_peers [--quick] [--threads N] [--reps N] [--warmup N]\n"
                "         [--budget-ms MS] [--max-tasks N] [--sizes US,US,...]\n"
                "         [--patterns a,b,...] [--runtimes a,b,...]\n"
-               "         [--csv FILE] [--md FILE] [--plot-script FILE] [--plot-dir DIR]\n";
+               "         [--csv FILE] [--md FILE] [--plot-script FILE] [--plot-dir DIR]\n"
+               "         [--raw-out FILE] [--raw-in FILE,FILE,...]\n";
   std::exit(2);
 }
 
@@ -158,6 +164,10 @@ Options parse(int argc, char** argv) {
         o.plot_script = value();
       } else if (a == "--plot-dir") {
         o.plot_dir = value();
+      } else if (a == "--raw-out") {
+        o.raw_out = value();
+      } else if (a == "--raw-in") {
+        o.raw_in = split(value());
       } else {
         usage("unknown argument " + a);
       }
@@ -261,12 +271,17 @@ class Bench {
               << o_.warmup << " warm-up), busy loop " << std::fixed << std::setprecision(3)
               << rate << " rounds/ns\n";
     build_points(rate);
-    load_start_ = load_average();
     for (const RuntimeEntry& e : entries_) {
       if (!e.missing.empty()) std::cout << "  " << e.name << ": missing (" << e.missing << ")\n";
     }
-    for (const std::vector<const RuntimeEntry*>& phase : phases()) run_phase(phase);
-    load_end_ = load_average();
+    if (!o_.raw_in.empty()) {
+      for (const std::string& f : o_.raw_in) read_raw(f);
+    } else {
+      load_start_ = load_average();
+      for (const std::vector<const RuntimeEntry*>& phase : phases()) run_phase(phase);
+      load_end_ = load_average();
+      if (!o_.raw_out.empty()) write_raw();
+    }
     std::cout << "load average (1 min): " << load_start_ << " at the start, " << load_end_
               << " at the end\n";
     report();
@@ -354,8 +369,11 @@ class Bench {
           Sample& s = results_[live[r]->name][pi];
           if (!s.error.empty()) continue;
           if (s.wall.size() >= 3 && sum(s.wall) > o_.max_point_s) continue;
-          // Lets the previous runtime's idle threads stop spinning before the next starts.
-          std::this_thread::sleep_for(std::chrono::milliseconds(2));
+          // Lets the previous runtime's idle threads stop spinning before the next starts:
+          // libgomp's spin for 300,000 pauses (GOMP_SPINCOUNT) lasts ~7 ms on this CPU, and a
+          // 2 ms gap let it take a core from the next runtime (depengine's tree pattern after
+          // OpenMP: 406 ns per empty task against 233 with the spin cut short).
+          std::this_thread::sleep_for(std::chrono::milliseconds(10));
           values = pt.graph->initial_values();
           watchdog_.arm(live[r]->name + ": " + point_name(pt));
           try {
@@ -589,6 +607,70 @@ class Bench {
     return best;
   }
 
+  // One line per timed run: pattern,runtime,task_us,wall_s (wall "error:..." for a failed
+  // point), after a header line holding the load averages of the run.
+  void write_raw() const {
+    std::ofstream out(o_.raw_out);
+    out << "# load " << load_start_ << " " << load_end_ << "\n";
+    for (const auto& [name, by_point] : results_) {
+      for (const auto& [pi, s] : by_point) {
+        const Point& pt = points_[pi];
+        const std::string head = std::string(pattern_name(pt.pattern)) + "," + name + ",";
+        if (!s.error.empty()) {
+          std::string e = s.error;
+          std::replace(e.begin(), e.end(), '\n', ' ');
+          out << head << pt.size_us << ",error:" << e << "\n";
+          continue;
+        }
+        for (double w : s.wall) out << head << pt.size_us << "," << std::setprecision(9) << w << "\n";
+      }
+    }
+    if (!out) throw std::runtime_error("cannot write " + o_.raw_out);
+    std::cout << "wrote " << o_.raw_out << "\n";
+  }
+
+  // Adds the runs of a --raw-out file to the results; the points and runtimes must be those
+  // of this invocation (same --patterns, --sizes, --runtimes).
+  void read_raw(const std::string& file) {
+    std::ifstream in(file);
+    if (!in) throw std::runtime_error("cannot read " + file);
+    int line_no = 0;
+    for (std::string line; std::getline(in, line);) {
+      ++line_no;
+      if (line.rfind("# load ", 0) == 0) {
+        std::istringstream l(line.substr(7));
+        std::string a, b;
+        l >> a >> b;
+        load_start_ = load_start_.empty() ? a : load_start_ + "/" + a;
+        load_end_ = load_end_.empty() ? b : load_end_ + "/" + b;
+        continue;
+      }
+      const std::vector<std::string> f = split(line);
+      auto bad = [&](const std::string& why) {
+        throw std::runtime_error(file + ":" + std::to_string(line_no) + ": " + why);
+      };
+      if (f.size() < 4) bad("expected pattern,runtime,task_us,wall_s");
+      const Pattern p = parse_pattern(f[0]);
+      const double us = std::stod(f[2]);
+      std::size_t pi = points_.size();
+      for (std::size_t i = 0; i < points_.size(); ++i) {
+        if (points_[i].pattern == p && std::abs(points_[i].size_us - us) < 1e-9) pi = i;
+      }
+      if (pi == points_.size()) bad("point " + f[0] + " at " + f[2] + " us is not in this sweep");
+      if (std::none_of(entries_.begin(), entries_.end(),
+                       [&](const RuntimeEntry& e) { return e.name == f[1]; })) {
+        bad("runtime " + f[1] + " is not in this sweep");
+      }
+      Sample& s = results_[f[1]][pi];
+      if (f[3].rfind("error:", 0) == 0) {
+        // The message is the rest of the line (it may hold commas).
+        if (s.error.empty()) s.error = line.substr(line.find("error:") + 6);
+      } else {
+        s.wall.push_back(std::stod(f[3]));
+      }
+    }
+  }
+
   void write_csv() const {
     std::ofstream out(o_.csv);
     out << "pattern,runtime,threads,task_us,tasks,span,reps,wall_median_s,wall_min_s,wall_max_s,"
@@ -629,8 +711,10 @@ class Bench {
       << load_start_ << " at the start of the sweep and " << load_end_
       << " at the end: the machine is shared, and other load lowers every parallel "
       << "runtime's efficiency.\n\n"
-      << "Command: `bench/peers/run.sh` (median of " << o_.reps << " runs per point after "
-      << o_.warmup << " warm-up; every run checked against the serial loop's final values). "
+      << "Command: `bench/peers/run.sh` (median of "
+      << (o_.raw_in.empty() ? "" : std::to_string(o_.raw_in.size()) + " processes × ") << o_.reps
+      << " runs per point, each process after " << o_.warmup
+      << " warm-up run; every run checked against the serial loop's final values). "
       << "Raw data: [peers.csv](" << o_.plot_dir << "/peers.csv).\n\n"
       << "Threads: `depengine` has " << o_.threads << " workers plus the frontend thread, "
       << "which pushes and then runs ops while it waits in `wait_all`; `depengine-lean` has "
