@@ -17,14 +17,13 @@ each operation synchronously in the pushing thread). MXNet's own thread defaults
 MXNET_CPU_WORKER_NTHREADS=1 engine worker for the CPU, and without OMP_NUM_THREADS (or
 MXNET_OMP_MAX_THREADS) an OpenMP team of half the logical cores on x86.
 """
-import argparse
-import gzip
 import os
-import struct
 import sys
 import time
 
 import numpy as np
+
+import fashion_mnist_data as data
 
 try:
     import mxnet as mx
@@ -33,35 +32,6 @@ except Exception as e:  # ImportError, OSError (a missing library), AttributeErr
     sys.stderr.write(f"mlp_mxnet: cannot import mxnet ({type(e).__name__}: {e}); run "
                      f"bash bench/peers/setup-mxnet.sh and use build/mxnet-venv/bin/python\n")
     sys.exit(2)
-
-DATA = "/usr/share/datasets/fashion-mnist"
-MEAN, STD = 0.2860, 0.3530
-
-
-def read_idx(path, magic, ndim):
-    if not os.path.exists(path):
-        sys.exit(f"mlp_mxnet: {path} not found (install dataset-fashion-mnist)")
-    with gzip.open(path, "rb") as f:
-        data = f.read()
-    got = struct.unpack(">I", data[:4])[0]
-    if got != magic:
-        sys.exit(f"mlp_mxnet: {path}: wrong magic 0x{got:08x}")
-    dims = struct.unpack(">" + "I" * ndim, data[4:4 + 4 * ndim])
-    body = np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim)
-    if body.size != int(np.prod(dims)):
-        sys.exit(f"mlp_mxnet: {path}: truncated or too long")
-    return body.reshape(dims)
-
-
-def load(split):
-    prefix = os.path.join(DATA, "train" if split == "train" else "t10k")
-    x = read_idx(prefix + "-images-idx3-ubyte.gz", 0x803, 3).reshape(-1, 784)
-    y = read_idx(prefix + "-labels-idx1-ubyte.gz", 0x801, 1)
-    return x, y
-
-
-def normalize(x_u8):
-    return (x_u8.astype(np.float32) / 255.0 - MEAN) / STD
 
 
 def omp_threads():
@@ -73,29 +43,17 @@ def omp_threads():
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--model", choices=["mlp", "softmax"], default="mlp")
-    p.add_argument("--epochs", type=int, default=3)
-    p.add_argument("--batch", type=int, default=256)
-    p.add_argument("--lr", type=float, default=0.1)
-    p.add_argument("--lr-decay", type=float, default=0.8)
-    p.add_argument("--seed", type=int, default=42)
-    a = p.parse_args()
+    a = data.parse_args()
 
     ctx = mx.cpu()
-    xtr, ytr = load("train")
-    xte, yte = load("test")
-    xte_nd = nd.array(normalize(xte), ctx=ctx)
+    xtr, ytr = data.load("train", "mlp_mxnet")
+    xte, yte = data.load("test", "mlp_mxnet")
+    xte_nd = nd.array(data.normalize(xte), ctx=ctx)
     yte_nd = nd.array(yte, ctx=ctx, dtype="float32")
     rng = np.random.default_rng(a.seed)
-    f32 = np.float32
-    # The draws of mlp_numpy.py, in (in, out) layout, transposed to FullyConnected's (out, in).
-    if a.model == "mlp":
-        init = [rng.normal(0, np.sqrt(2 / 784), (784, 256)).astype(f32).T, np.zeros(256, f32),
-                rng.normal(0, 0.01, (256, 10)).astype(f32).T, np.zeros(10, f32)]
-    else:
-        init = [rng.normal(0, 0.01, (784, 10)).astype(f32).T, np.zeros(10, f32)]
-    params = [nd.array(np.ascontiguousarray(w), ctx=ctx) for w in init]
+    # The draws of mlp_numpy.py, transposed to FullyConnected's (out, in) layout.
+    params = [nd.array(np.ascontiguousarray(w.T), ctx=ctx)
+              for w in data.initial_weights(a.model, rng)]
     for w in params:
         w.attach_grad()
 
@@ -109,8 +67,7 @@ def main():
     workers = os.environ.get("MXNET_CPU_WORKER_NTHREADS") or "1"
     print(f"mxnet {mx.__version__}, engine {engine} (cpu workers {workers}, omp threads "
           f"{omp_threads()}), {os.cpu_count()} cores, model {a.model}, batch {a.batch}")
-    print(f"{'epoch':>5} {'loss':>8} {'train acc':>9} {'test acc':>9} {'examples/s':>10} "
-          f"{'epoch s':>10}")
+    print(data.header())
     n = len(ytr)
     for epoch in range(a.epochs):
         lr = a.lr * a.lr_decay ** epoch
@@ -120,7 +77,7 @@ def main():
         correct = nd.zeros((1,), ctx=ctx)
         for start in range(0, n, a.batch):
             idx = order[start:start + a.batch]
-            x = nd.array(normalize(xtr[idx]), ctx=ctx)
+            x = nd.array(data.normalize(xtr[idx]), ctx=ctx)
             y = nd.array(ytr[idx], ctx=ctx, dtype="float32")
             with autograd.record():
                 z = forward(x)
@@ -136,8 +93,8 @@ def main():
         nd.waitall()
         secs = time.perf_counter() - t0
         test_acc = float((forward(xte_nd).argmax(axis=1) == yte_nd).mean().asscalar())
-        print(f"{epoch + 1:5d} {loss_total / n:8.4f} {100 * correct_total / n:8.2f}% "
-              f"{100 * test_acc:8.2f}% {n / secs:10.0f} {secs:10.2f}")
+        print(data.epoch_line(epoch + 1, loss_total / n, correct_total / n, test_acc, n / secs,
+                              secs))
 
 
 if __name__ == "__main__":

@@ -81,8 +81,8 @@ class CpuPool {
   std::atomic<long> queued_{0};    // ops in the queues
   std::atomic<int> drainers_{0};   // drain tasks enqueued or running
   std::atomic<long> alive_{0};     // drain tasks not yet returned (for the destructor)
-  std::atomic<int> lingering_{0};      // drainers waiting in linger()
-  std::atomic<bool> helped_{false};    // a thread is in help()
+  std::atomic<int> lingering_{0};  // drainers waiting in linger()
+  std::atomic<bool> helped_{false};  // a thread is in help()
   oneapi::tbb::task_arena arena_;
 };
 
