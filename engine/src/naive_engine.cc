@@ -84,9 +84,7 @@ class NaiveEngine final : public Engine, public OpSink {
  protected:
   void push_op(const BodyBuilder& body, bool async, VarList reads, VarList writes,
                PushOptions options) override {
-    OpPtr op(new Op(this, async, std::move(options)));
-    op->set_body(body);
-    op->set_accesses(reads, writes, this);
+    OpPtr op = make_op(this, body, async, std::move(options), reads, writes, this);
     if (op->opts.device.is_gpu()) stream_for(op->opts.device, op->opts.lane);
     submit(std::move(op), nullptr);
   }

@@ -62,16 +62,22 @@ void check_not_in_op(const char* what) {
   }
 }
 
+OpPtr make_op(OpSink* sink, const BodyBuilder& body, bool async, PushOptions options,
+              VarList reads, VarList writes, const void* owner) {
+  OpPtr op(new Op(sink, async, std::move(options)));
+  op->set_body(body);
+  op->set_accesses(reads, writes, owner);
+  return op;
+}
+
 OpPtr make_delete_op(OpSink* sink, const Var& v, std::function<void()> on_deleted,
                      const void* owner) {
   check_var(v, owner, "delete_var");
   auto fn = [f = std::move(on_deleted)] {
     if (f) f();
   };
-  OpPtr op(new Op(sink, false, PushOptions{.name = "delete_var"}));
-  op->set_body(body_builder<SyncFunction<decltype(fn)>>(fn));
-  op->set_accesses({}, {v}, owner);
-  return op;
+  return make_op(sink, body_builder<SyncFunction<decltype(fn)>>(std::move(fn)), false,
+                 PushOptions{.name = "delete_var"}, {}, {v}, owner);
 }
 
 void Op::set_body(const BodyBuilder& body) {

@@ -187,6 +187,10 @@ struct OpRelease {
 };
 using OpPtr = std::unique_ptr<Op, OpRelease>;
 
+// A pushed op: its body built from `body`, its accesses from the lists (set_accesses).
+OpPtr make_op(OpSink* sink, const BodyBuilder& body, bool async, PushOptions options,
+              VarList reads, VarList writes, const void* owner);
+
 // The op behind Engine::delete_var: a write of `v` that runs `on_deleted` (if any).
 // Throws Error for a null or foreign var.
 OpPtr make_delete_op(OpSink* sink, const Var& v, std::function<void()> on_deleted,

@@ -337,9 +337,7 @@ class ThreadedEngine final : public Engine, public OpSink, public CpuRunner, pub
  protected:
   void push_op(const BodyBuilder& body, bool async, VarList reads, VarList writes,
                PushOptions options) override {
-    OpPtr op(new Op(this, async, std::move(options)));
-    op->set_body(body);
-    op->set_accesses(reads, writes, this);
+    OpPtr op = make_op(this, body, async, std::move(options), reads, writes, this);
     if (op->opts.device.is_gpu()) lane_for(op->opts.device, op->opts.lane);  // validates
     submit(std::move(op), nullptr);
   }

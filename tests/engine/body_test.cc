@@ -1,7 +1,7 @@
 // Operation bodies: a push stores the callable inside the engine's op record when it fits
 // and on the heap when it does not (too large, or over-aligned). Whichever storage it gets,
 // the body runs once with its captures intact and is destroyed exactly once; a callable
-// whose move throws leaves nothing pushed.
+// whose copy or move throws leaves nothing pushed.
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -59,17 +59,19 @@ TEST_P(Bodies, SmallLargeAndOverAlignedBodiesRunOnceAndAreDestroyed) {
   EXPECT_EQ(live.load(), 0) << "a body was not destroyed, or destroyed twice";
 }
 
-struct ThrowsOnMove {
-  ThrowsOnMove() = default;
-  ThrowsOnMove(const ThrowsOnMove&) = default;
-  ThrowsOnMove(ThrowsOnMove&&) { throw std::runtime_error("move failed"); }
+// The body is copied from an lvalue and moved from an rvalue, straight into its storage.
+struct ThrowsOnCopyOrMove {
+  ThrowsOnCopyOrMove() = default;
+  ThrowsOnCopyOrMove(const ThrowsOnCopyOrMove&) { throw std::runtime_error("copy failed"); }
+  ThrowsOnCopyOrMove(ThrowsOnCopyOrMove&&) { throw std::runtime_error("move failed"); }
   void operator()() const {}
 };
 
-TEST_P(Bodies, ACallableWhoseMoveThrowsPushesNothing) {
+TEST_P(Bodies, ACallableWhoseCopyOrMoveThrowsPushesNothing) {
   Var v = e_->new_var();
-  ThrowsOnMove f;
+  ThrowsOnCopyOrMove f;
   EXPECT_THROW(e_->push(f, {v}, {v}), std::runtime_error);
+  EXPECT_THROW(e_->push(ThrowsOnCopyOrMove{}, {v}, {v}), std::runtime_error);
   EXPECT_EQ(e_->pending(), 0u);
   int x = 0;
   e_->push([&x] { x = 7; }, {}, {v});  // the var is still usable

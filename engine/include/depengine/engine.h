@@ -56,7 +56,8 @@ class OpFunction {
 
 // How push hands a body to the engine: the engine chooses the storage (inside its op
 // record when the body fits, so that a push makes one allocation, not two) and `build`
-// moves the caller's callable into it.
+// constructs the body there straight from the caller's callable (moved from an rvalue,
+// copied from an lvalue).
 struct BodyBuilder {
   std::size_t size = 0;
   std::size_t align = 0;
@@ -64,17 +65,20 @@ struct BodyBuilder {
   OpFunction* (*build)(void* storage, void* callable) = nullptr;
 };
 
-template <class Body, class Fn>
-BodyBuilder body_builder(Fn& callable) {
-  return {sizeof(Body), alignof(Body), &callable, [](void* storage, void* c) -> OpFunction* {
-            return ::new (storage) Body(std::move(*static_cast<Fn*>(c)));
+template <class Body, class F>
+BodyBuilder body_builder(F&& callable) {
+  using Ref = std::remove_reference_t<F>;
+  return {sizeof(Body), alignof(Body), const_cast<std::remove_const_t<Ref>*>(&callable),
+          [](void* storage, void* c) -> OpFunction* {
+            return ::new (storage) Body(std::forward<F>(*static_cast<Ref*>(c)));
           }};
 }
 
 template <class F>
 class SyncFunction final : public OpFunction {
  public:
-  explicit SyncFunction(F f) : f_(std::move(f)) {}
+  template <class G>
+  explicit SyncFunction(G&& g) : f_(std::forward<G>(g)) {}
   void call(const RunContext& ctx, Completion*) override {
     if constexpr (std::invocable<F&, const RunContext&>) {
       f_(ctx);
@@ -90,7 +94,8 @@ class SyncFunction final : public OpFunction {
 template <class F>
 class AsyncFunction final : public OpFunction {
  public:
-  explicit AsyncFunction(F f) : f_(std::move(f)) {}
+  template <class G>
+  explicit AsyncFunction(G&& g) : f_(std::forward<G>(g)) {}
   void call(const RunContext& ctx, Completion* done) override {
     if constexpr (std::invocable<F&, const RunContext&, Completion>) {
       f_(ctx, *done);
@@ -155,9 +160,8 @@ class Engine {
   void push(F&& fn, VarList reads, VarList writes, PushOptions options = {}) {
     using Fn = std::decay_t<F>;
     detail::check_not_empty(fn, "push");
-    Fn callable(std::forward<F>(fn));
-    push_op(detail::body_builder<detail::SyncFunction<Fn>>(callable), false, reads, writes,
-            std::move(options));
+    push_op(detail::body_builder<detail::SyncFunction<Fn>>(std::forward<F>(fn)), false, reads,
+            writes, std::move(options));
   }
 
   // Pushes an asynchronous operation: `fn(Completion done)` or
@@ -167,9 +171,8 @@ class Engine {
   void push_async(F&& fn, VarList reads, VarList writes, PushOptions options = {}) {
     using Fn = std::decay_t<F>;
     detail::check_not_empty(fn, "push_async");
-    Fn callable(std::forward<F>(fn));
-    push_op(detail::body_builder<detail::AsyncFunction<Fn>>(callable), true, reads, writes,
-            std::move(options));
+    push_op(detail::body_builder<detail::AsyncFunction<Fn>>(std::forward<F>(fn)), true, reads,
+            writes, std::move(options));
   }
 
   // Blocks until every write to `v` pushed before this call has finished; rethrows the
