@@ -35,14 +35,25 @@ void require_2d(const NDArray& a, const char* op, const char* what) {
   }
 }
 
-// Logits (m, n) and labels (m,).
-void check_logits_labels(const NDArray& logits, const NDArray& labels, const char* op) {
+// The checked operands of a loss-like op: logits (m, n) and labels (m,) on one engine.
+struct LogitsLabels {
+  Chunk& z;
+  Chunk& y;
+  Engine& engine;
+  std::size_t m, n;
+};
+
+LogitsLabels logits_labels(const NDArray& logits, const NDArray& labels, const char* op) {
+  Chunk& cz = require(logits, op);
+  Chunk& cy = require(labels, op);
+  Engine& e = same_engine(cz, cy, op);
   require_2d(logits, op, "logits");
   if (labels.ndim() != 1 || labels.shape()[0] != logits.shape()[0]) {
     throw Error(std::string(op) + ": labels of shape " + shape_str(labels.shape()) +
                 " do not match logits of shape " + shape_str(logits.shape()) + " (expected (" +
                 std::to_string(logits.shape()[0]) + ",))");
   }
+  return {cz, cy, e, logits.shape()[0], logits.shape()[1]};
 }
 
 }  // namespace
@@ -104,11 +115,7 @@ NDArray linear(const NDArray& x, const NDArray& w, const NDArray& b, bool relu) 
 
 SoftmaxCrossEntropy softmax_cross_entropy(const NDArray& logits, const NDArray& labels) {
   const char* op = "softmax_cross_entropy";
-  Chunk& cz = require(logits, op);
-  Chunk& cy = require(labels, op);
-  Engine& e = same_engine(cz, cy, op);
-  check_logits_labels(logits, labels, op);
-  const std::size_t m = logits.shape()[0], n = logits.shape()[1];
+  const auto [cz, cy, e, m, n] = logits_labels(logits, labels, op);
   SoftmaxCrossEntropy r{ArrayInternals::make(e, {}), ArrayInternals::make(e, logits.shape())};
   const float* pz = cz.data;
   const float* py = cy.data;
@@ -154,11 +161,7 @@ void sgd_update(NDArray& w, const NDArray& grad, float lr, float weight_decay) {
 
 NDArray count_correct(const NDArray& logits, const NDArray& labels) {
   const char* op = "count_correct";
-  Chunk& cz = require(logits, op);
-  Chunk& cy = require(labels, op);
-  Engine& e = same_engine(cz, cy, op);
-  check_logits_labels(logits, labels, op);
-  const std::size_t m = logits.shape()[0], n = logits.shape()[1];
+  const auto [cz, cy, e, m, n] = logits_labels(logits, labels, op);
   NDArray out = ArrayInternals::make(e, {});
   const float* pz = cz.data;
   const float* py = cy.data;
