@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "depengine/engine.h"
+#include "engine_core.h"
 #include "engine_options.h"
 #include "inspect/env_observer.h"
 
@@ -78,19 +79,71 @@ ResolvedOptions resolve_options(const EngineOptions& o) {
   return r;
 }
 
+// The public Engine: forwards to its core and runs the shutdown sequence when destroyed.
+class EngineHandle final : public Engine {
+ public:
+  explicit EngineHandle(std::unique_ptr<EngineCore> core) : core_(std::move(core)) {}
+
+  ~EngineHandle() override {
+    if (core_->owns(current_op())) {
+      // Destroyed by one of its own ops (delete, or std::exit inside an op of Engine::get()):
+      // waiting for that op here would wait for ourselves. The core keeps running; a thread
+      // of its own finishes the remaining work and stops it once the op has returned.
+      core_->shutdown_from_own_op();
+      EngineCore* core = core_.release();
+      try {
+        std::thread([core] {
+          core->shutdown();
+          delete core;
+        }).detach();
+      } catch (...) {
+        // No thread to be had: the core is left running rather than waited for here.
+      }
+      return;
+    }
+    core_->shutdown();
+  }
+
+  Var new_var() override { return core_->new_var(); }
+  void wait_to_read(const Var& v) override { core_->wait_to_read(v); }
+  void wait_all() override { core_->wait_all(); }
+  void delete_var(const Var& v, std::function<void()> on_deleted) override {
+    core_->delete_var(v, std::move(on_deleted));
+  }
+  std::string_view kind() const noexcept override { return core_->kind(); }
+  int cpu_threads() const noexcept override { return core_->cpu_threads(); }
+  std::size_t max_inflight() const noexcept override { return core_->max_inflight(); }
+  int sim_gpus() const noexcept override { return core_->sim_gpus(); }
+  std::size_t pending() const noexcept override { return core_->pending(); }
+  std::size_t peak_pending() const noexcept override { return core_->peak_pending(); }
+  void set_observer(std::shared_ptr<Observer> observer) override {
+    core_->set_observer(std::move(observer));
+  }
+
+ protected:
+  void push_op(const BodyBuilder& body, bool async, VarList reads, VarList writes,
+               PushOptions options) override {
+    core_->push(body, async, reads, writes, std::move(options));
+  }
+
+ private:
+  std::unique_ptr<EngineCore> core_;
+};
+
 }  // namespace detail
 
 std::unique_ptr<Engine> Engine::create(std::string_view kind, EngineOptions options) {
   detail::ResolvedOptions r = detail::resolve_options(options);
-  std::unique_ptr<Engine> engine;
+  std::unique_ptr<detail::EngineCore> core;
   if (kind == "threaded") {
-    engine = detail::make_threaded_engine(r);
+    core = detail::make_threaded_core(r);
   } else if (kind == "naive") {
-    engine = detail::make_naive_engine(r);
+    core = detail::make_naive_core(r);
   } else {
     throw Error("unknown engine kind '" + std::string(kind) +
                 "' (expected \"naive\" or \"threaded\")");
   }
+  std::unique_ptr<Engine> engine = std::make_unique<detail::EngineHandle>(std::move(core));
   // DEPENGINE_RECORD / DEPENGINE_PROFILE: the engine holds the only reference, so the
   // files are written when it is destroyed.
   if (auto observer = detail::observer_from_environment()) engine->set_observer(std::move(observer));

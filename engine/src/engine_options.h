@@ -17,7 +17,5 @@ struct ResolvedOptions {
 // and DEPENGINE_SIM_GPUS, then defaults. Throws Error naming a bad value.
 ResolvedOptions resolve_options(const EngineOptions& options);
 
-std::unique_ptr<Engine> make_naive_engine(const ResolvedOptions& options);
-std::unique_ptr<Engine> make_threaded_engine(const ResolvedOptions& options);
 
 }  // namespace depengine::detail

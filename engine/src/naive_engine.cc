@@ -6,7 +6,8 @@
 // more slots would hold oneTBB workers that a threaded engine in the same process needs.)
 // A GPU op is launched on its stream and then waited for (the stream is drained after each
 // op, as MXNet 1.x synchronized after every GPU op): the baseline for event completion.
-// Pushes made by a running op are queued and run after it, as push order demands.
+// Pushes made while an op runs (by the op itself, or by another thread such as the one that
+// completes an async op) are queued and run after it, as push order demands.
 #include <condition_variable>
 #include <deque>
 #include <map>
@@ -16,6 +17,7 @@
 #include <oneapi/tbb/task_arena.h>
 
 #include "device/device_backend.h"
+#include "engine_core.h"
 #include "engine_options.h"
 #include "op.h"
 
@@ -23,43 +25,51 @@ namespace depengine::detail {
 namespace {
 
 
-class NaiveEngine final : public Engine, public OpSink {
+class NaiveCore final : public EngineCore {
  public:
-  explicit NaiveEngine(const ResolvedOptions& o)
+  explicit NaiveCore(const ResolvedOptions& o)
       : options_(o),
         gpu_(o.sim_gpus > 0 ? make_sim_backend(o.sim_gpus) : make_cuda_backend()) {
     if (o.cpu_threads == 1) serial_.emplace(1, 1);
   }
 
-  ~NaiveEngine() override {
-    std::lock_guard lk(mu_);
-    streams_.clear();
-  }
+  ~NaiveCore() override { shutdown(); }
 
-  Var new_var() override { return Var(new_var_state(this)); }
+  void push(const BodyBuilder& body, bool async, VarList reads, VarList writes,
+            PushOptions options) override {
+    check_not_in_observer(async ? "push_async" : "push");
+    OpPtr op = make_op(this, body, async, std::move(options), reads, writes, id());
+    if (op->opts.device.is_gpu()) stream_for(op->opts.device, op->opts.lane);  // validates
+    submit(std::move(op), nullptr);
+  }
 
   void wait_to_read(const Var& v) override {
     check_not_in_op("wait_to_read");
-    check_var(v, this, "wait_to_read");
-    std::lock_guard lk(mu_);
+    check_not_in_observer("wait_to_read");
+    check_var(v, id(), "wait_to_read");
+    std::unique_lock lk(mu_);
     if (v.state()->deleted) {
       throw Error("wait_to_read: var #" + std::to_string(v.id()) + " was deleted");
     }
+    wait_for_ops(lk, next_seq_);
     if (v.state()->failure) std::rethrow_exception(v.state()->failure.error);
   }
 
   void wait_all() override {
     check_not_in_op("wait_all");
+    check_not_in_observer("wait_all");
     std::exception_ptr failure;
     {
-      std::lock_guard lk(mu_);
+      std::unique_lock lk(mu_);
+      wait_for_ops(lk, next_seq_);
       failure = std::exchange(failure_, nullptr);
     }
     if (failure) std::rethrow_exception(failure);
   }
 
   void delete_var(const Var& v, std::function<void()> on_deleted) override {
-    submit(make_delete_op(this, v, std::move(on_deleted), this), v.state());
+    check_not_in_observer("delete_var");
+    submit(make_delete_op(this, v, std::move(on_deleted), id()), v.state());
   }
 
   std::string_view kind() const noexcept override { return "naive"; }
@@ -70,7 +80,8 @@ class NaiveEngine final : public Engine, public OpSink {
   std::size_t peak_pending() const noexcept override { return peak_.load(); }
 
   void set_observer(std::shared_ptr<Observer> observer) override {
-    std::lock_guard lk(observer_mu_);
+    check_not_in_observer("set_observer");
+    std::lock_guard lk(mu_);
     observer_ = std::move(observer);
   }
 
@@ -81,61 +92,99 @@ class NaiveEngine final : public Engine, public OpSink {
     async_cv_.notify_all();
   }
 
- protected:
-  void push_op(const BodyBuilder& body, bool async, VarList reads, VarList writes,
-               PushOptions options) override {
-    OpPtr op = make_op(this, body, async, std::move(options), reads, writes, this);
-    if (op->opts.device.is_gpu()) stream_for(op->opts.device, op->opts.lane);
-    submit(std::move(op), nullptr);
+  void shutdown() noexcept override {
+    std::unique_lock lk(mu_);
+    if (stage_ == Stage::stopped) return;
+    stage_ = Stage::draining;
+    // Running ops may push, and delete_var is accepted, until the queue is seen empty.
+    cv_.wait(lk, [&] { return !draining_ && queue_.empty() && callers_ == 0; });
+    stage_ = Stage::stopped;
+    lk.unlock();
+    std::lock_guard sl(streams_mu_);
+    streams_.clear();
+  }
+
+  void shutdown_from_own_op() noexcept override {
+    // Ops run one at a time in push order: nothing else can run before the calling op ends.
+    std::lock_guard lk(mu_);
+    if (stage_ == Stage::running) stage_ = Stage::draining;
   }
 
  private:
-  static const NaiveEngine*& draining() noexcept {
-    thread_local const NaiveEngine* engine = nullptr;
-    return engine;
-  }
+  enum class Stage { running, draining, stopped };
 
+  // Registers the op in push order, all-or-nothing: what can throw (shutdown refusal, a
+  // deleted var) comes before any state changes, and observers are contained. The thread
+  // that finds no other draining runs the queue, this op included, before returning; a push
+  // made meanwhile (by a running op, or by a thread completing an async op) is queued and
+  // runs after the ops before it, on the draining thread. No lock is held while ops run.
   void submit(OpPtr op, VarState* to_delete) {
-    if (draining() == this) {  // pushed by a running op: runs after it
-      enqueue(std::move(op), to_delete);
-      return;
-    }
-    std::lock_guard lk(mu_);
-    enqueue(std::move(op), to_delete);
-    draining() = this;
-    auto run_queue = [&] {
-      while (!queue_.empty()) {
-        OpPtr next(queue_.front());
-        queue_.pop_front();
-        run(next.get());
-        pending_.fetch_sub(1);
+    std::unique_lock lk(mu_);
+    if (stage_ != Stage::running) {
+      const bool admitted = stage_ == Stage::draining && (to_delete || owns(current_op()));
+      if (!admitted) {
+        throw Error("push " + op->display_name() +
+                    (stage_ == Stage::stopped ? ": the engine has shut down"
+                                              : ": the engine is shutting down"));
       }
-    };
-    if (serial_) {
-      serial_->execute(run_queue);
-    } else {
-      run_queue();
     }
-    draining() = nullptr;
-  }
-
-  void enqueue(OpPtr op, VarState* to_delete) {
     op->check_not_deleted();
     if (to_delete) to_delete->deleted = true;
     op->seq = next_seq_++;
     for (Access& a : op->acc) {
       a.version = writes(a.kind) ? ++a.var->pushed_version : a.var->pushed_version;
     }
-    {
-      std::lock_guard lk(observer_mu_);
-      op->observe_push(observer_);
-    }
+    op->observe_push(observer_);
     queue_.push_back(op.release());
-    std::size_t n = pending_.fetch_add(1) + 1;
+    const std::size_t n = pending_.fetch_add(1) + 1;
     if (n > peak_.load()) peak_.store(n);
+    if (draining_) return;
+    draining_ = true;
+    // Runs until the queue is empty; the serial arena is left before draining_ is cleared,
+    // so that no thread is inside it once the engine may be stopped.
+    for (;;) {
+      lk.unlock();
+      if (serial_) {
+        serial_->execute([&] { run_queue(); });
+      } else {
+        run_queue();
+      }
+      lk.lock();
+      if (queue_.empty()) break;
+    }
+    draining_ = false;
+    cv_.notify_all();
   }
 
-  void run(Op* op) {
+  void run_queue() {
+    for (;;) {
+      Op* next;
+      {
+        std::lock_guard lk(mu_);
+        if (queue_.empty()) return;
+        next = queue_.front();
+        queue_.pop_front();
+      }
+      std::exception_ptr failure = run(next);
+      std::lock_guard lk(mu_);
+      if (failure && !failure_) failure_ = std::move(failure);
+      OpPtr(next).reset();
+      ++done_;
+      pending_.fetch_sub(1);
+      cv_.notify_all();
+    }
+  }
+
+  // Blocks until the first `count` ops pushed have run. Call with mu_ held.
+  void wait_for_ops(std::unique_lock<std::mutex>& lk, std::uint64_t count) {
+    if (done_ >= count) return;
+    ++callers_;
+    cv_.wait(lk, [&] { return done_ >= count; });
+    if (--callers_ == 0 && stage_ != Stage::running) cv_.notify_all();
+  }
+
+  // Runs one op; returns what wait_all must report for it (its own failure or an observer's).
+  std::exception_ptr run(Op* op) noexcept {
     op->observe_ready();
     Failure failure = op->upstream_failure();
     const bool skipped = static_cast<bool>(failure);
@@ -145,17 +194,22 @@ class NaiveEngine final : public Engine, public OpSink {
     }
     op->observe_end(static_cast<bool>(failure), skipped);
     op->set_write_failures(failure);
-    if (failure && !skipped && !failure_) failure_ = failure.error;
+    if (failure && !skipped) return failure.error;
+    return std::exchange(op->observer_error, nullptr);
   }
 
-  std::exception_ptr execute(Op* op) {
+  std::exception_ptr execute(Op* op) noexcept {
     RunContext ctx{op->opts.device, op->opts.lane, 0, nullptr};
     DeviceStream* stream = nullptr;
-    if (ctx.device.is_gpu()) {
-      stream = stream_for(ctx.device, ctx.lane);
-      ctx.stream = stream;
-    }
     std::exception_ptr error;
+    try {
+      if (ctx.device.is_gpu()) {
+        stream = stream_for(ctx.device, ctx.lane);
+        ctx.stream = stream;
+      }
+    } catch (...) {
+      return std::current_exception();
+    }
     if (!op->async) {
       try {
         CurrentOpScope scope(op);
@@ -176,6 +230,7 @@ class NaiveEngine final : public Engine, public OpSink {
       async_done_ = false;
       async_error_ = nullptr;
     }
+    std::exception_ptr late;
     {
       Completion done(op);
       CurrentOpScope scope(op);
@@ -183,12 +238,16 @@ class NaiveEngine final : public Engine, public OpSink {
         if (stream) stream->bind_thread();
         op->fn->call(ctx, &done);
       } catch (...) {
-        if (op->mark_completed()) finish_async(op, std::current_exception());
+        if (op->mark_completed()) {
+          finish_async(op, std::current_exception());
+        } else {
+          late = std::current_exception();  // after done(): reported by wait_all, as threaded
+        }
       }
     }
     std::unique_lock lk(async_mu_);
     async_cv_.wait(lk, [&] { return async_done_; });
-    return async_error_;
+    return async_error_ ? async_error_ : late;
   }
 
   static std::exception_ptr wait_stream(DeviceStream& stream) {
@@ -218,10 +277,17 @@ class NaiveEngine final : public Engine, public OpSink {
   const ResolvedOptions options_;
   std::optional<oneapi::tbb::task_arena> serial_;  // one slot, when cpu_threads is 1
   std::unique_ptr<DeviceBackend> gpu_;
-  std::mutex mu_;  // held while ops run: one op at a time, in push order
+
+  std::mutex mu_;  // the queue and everything below; never held while an op runs
+  std::condition_variable cv_;
   std::deque<Op*> queue_;
+  bool draining_ = false;
+  Stage stage_ = Stage::running;
+  int callers_ = 0;  // threads in a wait
   std::uint64_t next_seq_ = 0;
+  std::uint64_t done_ = 0;  // ops run so far (they run in seq order)
   std::exception_ptr failure_;
+  std::shared_ptr<Observer> observer_;
   std::atomic<std::size_t> pending_{0}, peak_{0};
 
   std::mutex async_mu_;
@@ -229,17 +295,14 @@ class NaiveEngine final : public Engine, public OpSink {
   bool async_done_ = false;
   std::exception_ptr async_error_;
 
-  std::mutex observer_mu_;
-  std::shared_ptr<Observer> observer_;
-
   std::mutex streams_mu_;
   std::map<std::pair<int, int>, std::unique_ptr<DeviceStream>> streams_;
 };
 
 }  // namespace
 
-std::unique_ptr<Engine> make_naive_engine(const ResolvedOptions& options) {
-  return std::make_unique<NaiveEngine>(options);
+std::unique_ptr<EngineCore> make_naive_core(const ResolvedOptions& options) {
+  return std::make_unique<NaiveCore>(options);
 }
 
 }  // namespace depengine::detail

@@ -28,6 +28,67 @@ void Op::operator delete(void* p) noexcept { scalable_delete(p); }
 
 namespace {
 std::atomic<std::uint64_t> g_next_var_id{1};
+std::atomic<std::uint64_t> g_next_engine_id{1};
+
+bool& in_observer() noexcept {
+  thread_local bool in = false;
+  return in;
+}
+
+std::string describe(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& ex) {
+    return ex.what();
+  } catch (...) {
+    return "an exception not derived from std::exception";
+  }
+}
+
+// Rejects a device or lane that does not name a queue of this engine, before anything is
+// registered (a Device is a plain struct: any Kind and id can be written into one).
+void check_placement(const PushOptions& o, const char* what) {
+  const auto kind = static_cast<unsigned>(o.device.kind);
+  if (kind > static_cast<unsigned>(Device::Kind::gpu)) {
+    throw Error(std::string(what) + ": unknown device kind " + std::to_string(kind));
+  }
+  if (o.device.is_cpu() && o.device.id != 0) {
+    throw Error(std::string(what) + ": unknown device cpu(" + std::to_string(o.device.id) +
+                "); the CPU is Device::cpu()");
+  }
+  if (o.device.id < 0) {
+    throw Error(std::string(what) + ": unknown device " + o.device.str());
+  }
+  const auto lane = static_cast<unsigned>(o.lane);
+  if (lane >= static_cast<unsigned>(kLaneCount)) {
+    throw Error(std::string(what) + ": unknown lane " + std::to_string(lane) + " (lanes are 0.." +
+                std::to_string(kLaneCount - 1) + ")");
+  }
+}
+}  // namespace
+
+std::uint64_t next_engine_id() noexcept {
+  return g_next_engine_id.fetch_add(1, std::memory_order_relaxed);
+}
+
+ObserverScope::ObserverScope() noexcept { in_observer() = true; }
+ObserverScope::~ObserverScope() { in_observer() = false; }
+
+std::exception_ptr observer_failure(const char* event, const std::string& op_name) noexcept {
+  try {
+    return std::make_exception_ptr(Error("Observer::" + std::string(event) +
+                                         " threw for operation " + op_name + ": " +
+                                         describe(std::current_exception())));
+  } catch (...) {
+    return std::current_exception();
+  }
+}
+
+void check_not_in_observer(const char* what) {
+  if (in_observer()) {
+    throw Error(std::string(what) +
+                " called from inside an Observer callback; observers must not call the engine");
+  }
 }
 
 void var_add_ref(VarState* s) noexcept { s->refs.fetch_add(1, std::memory_order_relaxed); }
@@ -38,11 +99,11 @@ void var_release(VarState* s) noexcept {
 
 std::uint64_t var_id(const VarState* s) noexcept { return s->id; }
 
-VarState* new_var_state(const void* owner) {
+VarState* new_var_state(std::uint64_t owner) {
   return new VarState(owner, g_next_var_id.fetch_add(1, std::memory_order_relaxed));
 }
 
-void check_var(const Var& v, const void* owner, const char* what) {
+void check_var(const Var& v, std::uint64_t owner, const char* what) {
   if (!v) throw Error(std::string(what) + ": null Var");
   if (v.state()->owner != owner) {
     throw Error(std::string(what) + ": var #" + std::to_string(v.id()) +
@@ -63,7 +124,8 @@ void check_not_in_op(const char* what) {
 }
 
 OpPtr make_op(OpSink* sink, const BodyBuilder& body, bool async, PushOptions options,
-              VarList reads, VarList writes, const void* owner) {
+              VarList reads, VarList writes, std::uint64_t owner) {
+  check_placement(options, async ? "push_async" : "push");
   OpPtr op(new Op(sink, async, std::move(options)));
   op->set_body(body);
   op->set_accesses(reads, writes, owner);
@@ -71,7 +133,7 @@ OpPtr make_op(OpSink* sink, const BodyBuilder& body, bool async, PushOptions opt
 }
 
 OpPtr make_delete_op(OpSink* sink, const Var& v, std::function<void()> on_deleted,
-                     const void* owner) {
+                     std::uint64_t owner) {
   check_var(v, owner, "delete_var");
   auto fn = [f = std::move(on_deleted)] {
     if (f) f();
@@ -106,7 +168,7 @@ std::string Op::display_name() const {
   return opts.name.empty() ? "#" + std::to_string(seq) : "'" + opts.name + "'";
 }
 
-void Op::set_accesses(VarList read_list, VarList write_list, const void* owner) {
+void Op::set_accesses(VarList read_list, VarList write_list, std::uint64_t owner) {
   const char* what = async ? "push_async" : "push";
   for (const Var& v : write_list) {
     if (!v || v.state()->owner != owner) check_var(v, owner, what);
@@ -185,18 +247,51 @@ void Op::set_write_failures(const Failure& failure) noexcept {
   }
 }
 
-void Op::observe_push(const std::shared_ptr<Observer>& obs) {
+template <class F>
+void Op::observe(const char* event, F&& call) noexcept {
+  ObserverScope scope;
+  try {
+    call(*observer);
+  } catch (...) {
+    // Contained: the engine's own state is never left half-changed by an observer. The op
+    // stops reporting to it (a recorder that missed on_push must not see on_end), and wait_all
+    // reports what happened.
+    if (!observer_error) {
+      std::string name;
+      try {
+        name = display_name();
+      } catch (...) {
+      }
+      observer_error = observer_failure(event, name);
+    }
+    observer.reset();
+  }
+}
+
+void Op::observe_ready_slow() noexcept {
+  observe("on_ready", [&](Observer& o) { o.on_ready(seq); });
+}
+void Op::observe_start_slow(int worker) noexcept {
+  observe("on_start", [&](Observer& o) { o.on_start(seq, worker); });
+}
+void Op::observe_end_slow(bool failed, bool skipped) noexcept {
+  observe("on_end", [&](Observer& o) { o.on_end(seq, failed, skipped); });
+}
+
+void Op::observe_push(const std::shared_ptr<Observer>& obs) noexcept {
   if (!obs || waiter) return;
   observer = obs;
-  std::vector<VarAccess> accesses;
-  accesses.reserve(acc.size());
-  for (const Access& a : acc) {
-    const AccessMode mode = a.kind == AccessKind::read    ? AccessMode::read
-                            : a.kind == AccessKind::write ? AccessMode::write
-                                                          : AccessMode::read_write;
-    accesses.push_back({a.var->id, a.version, mode});
-  }
-  observer->on_push(OpInfo{seq, opts.name, opts.device, opts.lane, opts.priority, accesses});
+  observe("on_push", [&](Observer& o) {
+    std::vector<VarAccess> accesses;
+    accesses.reserve(acc.size());
+    for (const Access& a : acc) {
+      const AccessMode mode = a.kind == AccessKind::read    ? AccessMode::read
+                              : a.kind == AccessKind::write ? AccessMode::write
+                                                            : AccessMode::read_write;
+      accesses.push_back({a.var->id, a.version, mode});
+    }
+    o.on_push(OpInfo{seq, opts.name, opts.device, opts.lane, opts.priority, accesses});
+  });
 }
 
 void Op::complete(std::exception_ptr error) {

@@ -47,11 +47,13 @@ struct Failure {
 // Aligned to a cache line: vars made one after another would otherwise share lines, and
 // workers on different cores updating neighbouring vars' queues would contend for them.
 struct alignas(64) VarState {
-  explicit VarState(const void* owner_engine, std::uint64_t var_id)
+  explicit VarState(std::uint64_t owner_engine, std::uint64_t var_id)
       : owner(owner_engine), id(var_id) {}
 
   std::atomic<int> refs{1};
-  const void* const owner;
+  // The id of the engine that made the var (engine_id()): unique in the process, so a var of
+  // a destroyed engine is never taken for one of a new engine made at the same address.
+  const std::uint64_t owner;
   const std::uint64_t id;
   // Set under the engine's push lock by delete_var; checked under it by push.
   bool deleted = false;
@@ -106,6 +108,7 @@ class OpSink {
 };
 
 struct Waiter;
+struct Epoch;
 
 class Op final : public CompletionTarget {
  public:
@@ -122,7 +125,7 @@ class Op final : public CompletionTarget {
 
   // Fills `acc` from the lists: duplicates merged, a var in both lists read_write, a
   // reference taken on each var. Throws Error for a null var or one of another engine.
-  void set_accesses(VarList read_list, VarList write_list, const void* owner);
+  void set_accesses(VarList read_list, VarList write_list, std::uint64_t owner);
   // Throws Error naming the first var that was deleted (call under the push lock).
   void check_not_deleted() const;
   // Drops the references set_accesses took.
@@ -152,24 +155,42 @@ class Op final : public CompletionTarget {
   std::uint64_t seq = 0;
   std::atomic<int> wait{0};
   bool async = false;
+  // Threaded engine: the op counts as active (ready, running, or its device work in flight)
+  // and must uncount itself when it finishes.
+  bool active = false;
   // Non-null for the internal op behind wait_to_read.
   Waiter* waiter = nullptr;
+  // Threaded engine: the wait_all epoch the op was pushed in.
+  Epoch* epoch = nullptr;
   // The engine's observer when the op was pushed, if any.
   std::shared_ptr<Observer> observer;
+  // The first exception an observer threw while reporting this op (see observe()); the
+  // engine reports it through wait_all like a failure of the op.
+  std::exception_ptr observer_error;
 
-  // Reports the push to `obs` and keeps it for the op's later events.
-  void observe_push(const std::shared_ptr<Observer>& obs);
-  void observe_ready() {
-    if (observer) observer->on_ready(seq);
+  // Observer events, contained: an observer that throws stops receiving this op's events,
+  // and its exception goes to observer_error. None of these throws.
+  void observe_push(const std::shared_ptr<Observer>& obs) noexcept;
+  void observe_ready() noexcept {
+    if (observer) observe_ready_slow();
   }
-  void observe_start(int worker) {
-    if (observer) observer->on_start(seq, worker);
+  void observe_start(int worker) noexcept {
+    if (observer) observe_start_slow(worker);
   }
-  void observe_end(bool failed, bool skipped) {
-    if (observer) observer->on_end(seq, failed, skipped);
+  void observe_end(bool failed, bool skipped) noexcept {
+    if (observer) observe_end_slow(failed, skipped);
   }
+
+  // The engine that pushed the op.
+  const OpSink* sink() const noexcept { return sink_; }
 
  private:
+  template <class F>
+  void observe(const char* event, F&& call) noexcept;
+  void observe_ready_slow() noexcept;
+  void observe_start_slow(int worker) noexcept;
+  void observe_end_slow(bool failed, bool skipped) noexcept;
+
   ~Op();
   // Bodies up to this size (most lambdas: a few pointers or shared_ptrs) live in the op.
   static constexpr std::size_t kBodyInline = 96;
@@ -188,13 +209,15 @@ struct OpRelease {
 using OpPtr = std::unique_ptr<Op, OpRelease>;
 
 // A pushed op: its body built from `body`, its accesses from the lists (set_accesses).
+// Throws Error for a device or lane that does not exist (Device::Kind and Lane values out of
+// range, a negative GPU, a CPU other than 0).
 OpPtr make_op(OpSink* sink, const BodyBuilder& body, bool async, PushOptions options,
-              VarList reads, VarList writes, const void* owner);
+              VarList reads, VarList writes, std::uint64_t owner);
 
 // The op behind Engine::delete_var: a write of `v` that runs `on_deleted` (if any).
 // Throws Error for a null or foreign var.
 OpPtr make_delete_op(OpSink* sink, const Var& v, std::function<void()> on_deleted,
-                     const void* owner);
+                     std::uint64_t owner);
 
 // The op that the current thread is running (for wait-inside-op and back-pressure).
 Op*& current_op() noexcept;
@@ -214,8 +237,28 @@ class CurrentOpScope {
 // Throws Error if called from inside a running operation.
 void check_not_in_op(const char* what);
 
-VarState* new_var_state(const void* owner);
+// Throws Error if called from inside an observer's callback: it runs under engine locks, so
+// pushing or waiting there would deadlock.
+void check_not_in_observer(const char* what);
+
+// Marks the calling thread as inside an observer callback for a scope.
+class ObserverScope {
+ public:
+  ObserverScope() noexcept;
+  ~ObserverScope();
+  ObserverScope(const ObserverScope&) = delete;
+  ObserverScope& operator=(const ObserverScope&) = delete;
+};
+
+// Inside a catch block around an observer call: the exception in flight, as an Error naming
+// the event and the op (the exception itself if even that cannot be built).
+std::exception_ptr observer_failure(const char* event, const std::string& op_name) noexcept;
+
+// A number unique among the engines of the process (never reused).
+std::uint64_t next_engine_id() noexcept;
+
+VarState* new_var_state(std::uint64_t owner);
 // Throws Error when `v` is null or belongs to another engine.
-void check_var(const Var& v, const void* owner, const char* what);
+void check_var(const Var& v, std::uint64_t owner, const char* what);
 
 }  // namespace depengine::detail

@@ -6,6 +6,7 @@
 // that work completes (device/gpu_sync.h describes the events that order the rest).
 #include <condition_variable>
 #include <deque>
+#include <optional>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -13,16 +14,13 @@
 #include "cpu_pool.h"
 #include "device/device_backend.h"
 #include "device/gpu_sync.h"
+#include "engine_core.h"
 #include "engine_options.h"
 #include "op.h"
 
 namespace depengine::detail {
-namespace {
-
 
 // wait_to_read's rendezvous: the internal read op fills it and wakes the caller.
-}  // namespace
-
 struct Waiter {
   std::mutex mu;
   std::condition_variable cv;
@@ -115,13 +113,13 @@ class ReadyList {
   std::vector<Op*> more_;
 };
 
-class ThreadedEngine;
+class ThreadedCore;
 
 // One GPU lane: a thread that launches the lane's ready ops onto its stream, in order.
 class GpuLane {
  public:
   // `key` identifies the stream among all lanes (device · kLaneCount + lane).
-  GpuLane(ThreadedEngine& engine, std::unique_ptr<DeviceStream> stream, int index, int key)
+  GpuLane(ThreadedCore& engine, std::unique_ptr<DeviceStream> stream, int index, int key)
       : engine_(engine), stream_(std::move(stream)), index_(index), key_(key) {
     thread_ = std::thread([this] { loop(); });
   }
@@ -150,7 +148,7 @@ class GpuLane {
  private:
   void loop();
 
-  ThreadedEngine& engine_;
+  ThreadedCore& engine_;
   std::unique_ptr<DeviceStream> stream_;
   const int index_;
   const int key_;
@@ -162,32 +160,66 @@ class GpuLane {
   std::thread thread_;
 };
 
-class ThreadedEngine final : public Engine, public OpSink, public CpuRunner, public GpuSyncSink {
+}  // namespace
+
+// The ops pushed between two wait_all calls. wait_all waits for the epochs that were open
+// when it was called, so ops pushed after the call never hold it.
+struct Epoch {
+  std::atomic<std::size_t> pending{0};
+  int watchers = 0;  // wait_all calls waiting for it, under the push lock
+};
+
+namespace {
+
+// The completion state of a stream op, with the epoch that its device work counts in.
+class TrackedSync final : public GpuSync {
  public:
-  explicit ThreadedEngine(const ResolvedOptions& o)
-      : options_(o),
-        pool_(o.cpu_threads, *this),
-        gpu_(o.sim_gpus > 0 ? make_sim_backend(o.sim_gpus) : make_cuda_backend()) {
+  using GpuSync::GpuSync;
+  Epoch* epoch = nullptr;
+};
+
+// The engine's counts in one word, so that finishing an op updates them with one atomic
+// operation: the low half counts ops in flight (pushed and not finished, plus stream work
+// not yet complete), the high half those that are active (ready, running, parked on device
+// work or with device work in flight). An op waiting in a var queue, or an async op whose
+// body returned and whose Completion has not been called, is in flight but not active.
+constexpr std::uint64_t kActive = std::uint64_t{1} << 32;
+constexpr std::size_t inflight_of(std::uint64_t s) noexcept { return s & (kActive - 1); }
+constexpr std::size_t active_of(std::uint64_t s) noexcept { return s >> 32; }
+
+enum class Stage : int { running, draining, stopped };
+
+class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSink {
+ public:
+  explicit ThreadedCore(const ResolvedOptions& o)
+      : options_(o), gpu_(o.sim_gpus > 0 ? make_sim_backend(o.sim_gpus) : make_cuda_backend()) {
+    pool_.emplace(o.cpu_threads, *this);
     for (int d = 0; d < gpu_->device_count(); ++d) {
       event_pools_.push_back(std::make_unique<EventPool>(*gpu_, d));
     }
+    epochs_.push_back(std::make_unique<Epoch>());
+    epoch_ = epochs_.back().get();
   }
 
-  ~ThreadedEngine() override {
-    shutting_down_.store(true);  // from now on only running ops may push
-    drain();
-    while (external_finishers_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
-  }
+  ~ThreadedCore() override { shutdown(); }
 
-  Var new_var() override { return Var(new_var_state(this)); }
+  void push(const BodyBuilder& body, bool async, VarList reads, VarList writes,
+            PushOptions options) override {
+    check_not_in_observer(async ? "push_async" : "push");
+    OpPtr op = make_op(this, body, async, std::move(options), reads, writes, id());
+    if (op->opts.device.is_gpu()) lane_for(op->opts.device, op->opts.lane);  // validates
+    submit(std::move(op), nullptr);
+  }
 
   void wait_to_read(const Var& v) override {
     check_not_in_op("wait_to_read");
-    check_var(v, this, "wait_to_read");
+    check_not_in_observer("wait_to_read");
+    check_var(v, id(), "wait_to_read");
+    CallerScope caller(*this);
     Waiter w;
     OpPtr op(new Op(this, false, PushOptions{.name = "wait_to_read"}));
     op->waiter = &w;
-    op->set_accesses({v}, {}, this);
+    op->set_accesses({v}, {}, id());
     submit(std::move(op), nullptr);
     std::unique_lock lk(w.mu);
     w.cv.wait(lk, [&] { return w.done; });
@@ -196,7 +228,37 @@ class ThreadedEngine final : public Engine, public OpSink, public CpuRunner, pub
 
   void wait_all() override {
     check_not_in_op("wait_all");
-    drain();
+    check_not_in_observer("wait_all");
+    CallerScope caller(*this);
+    std::vector<Epoch*> open;
+    {
+      std::lock_guard lk(push_mu_);
+      for (const auto& e : epochs_) {
+        if (e->pending.load(std::memory_order_acquire) == 0) continue;
+        ++e->watchers;
+        open.push_back(e.get());
+      }
+      if (!open.empty() && open.back() == epoch_) {  // later pushes go to a new epoch
+        epochs_.push_back(std::make_unique<Epoch>());
+        epoch_ = epochs_.back().get();
+      }
+    }
+    if (!open.empty()) {
+      auto drained = [&] {
+        for (Epoch* e : open) {
+          if (e->pending.load(std::memory_order_seq_cst) != 0) return false;
+        }
+        return true;
+      };
+      pool_->help(drained);
+      block_until(drained);
+      std::lock_guard lk(push_mu_);
+      for (Epoch* e : open) --e->watchers;
+      std::erase_if(epochs_, [&](const std::unique_ptr<Epoch>& e) {
+        return e.get() != epoch_ && e->watchers == 0 &&
+               e->pending.load(std::memory_order_acquire) == 0;
+      });
+    }
     std::exception_ptr failure;
     {
       std::lock_guard lk(failure_mu_);
@@ -206,19 +268,72 @@ class ThreadedEngine final : public Engine, public OpSink, public CpuRunner, pub
   }
 
   void delete_var(const Var& v, std::function<void()> on_deleted) override {
-    submit(make_delete_op(this, v, std::move(on_deleted), this), v.state());
+    check_not_in_observer("delete_var");
+    submit(make_delete_op(this, v, std::move(on_deleted), id()), v.state());
   }
 
   std::string_view kind() const noexcept override { return "threaded"; }
   int cpu_threads() const noexcept override { return options_.cpu_threads; }
   std::size_t max_inflight() const noexcept override { return options_.max_inflight; }
   int sim_gpus() const noexcept override { return options_.sim_gpus; }
-  std::size_t pending() const noexcept override { return inflight_.load(); }
+  std::size_t pending() const noexcept override { return inflight_of(state_.load()); }
   std::size_t peak_pending() const noexcept override { return peak_.load(); }
 
   void set_observer(std::shared_ptr<Observer> observer) override {
+    check_not_in_observer("set_observer");
     std::lock_guard lk(push_mu_);
     observer_ = std::move(observer);
+  }
+
+  void shutdown() noexcept override {
+    {
+      std::lock_guard lk(push_mu_);
+      if (stage_.load() == Stage::stopped) return;
+      stage_.store(Stage::draining);
+    }
+    wake();  // pushers held by back-pressure see the stage and leave
+    // Drain. Running ops may still push, and delete_var is still accepted, so the engine is
+    // stopped only once it is seen idle under the push lock (which also waits out a pusher
+    // still dispatching the op it just pushed).
+    for (;;) {
+      auto idle = [&] {
+        return inflight_of(state_.load()) == 0 && busy_.load() == 0 && callers_.load() == 0;
+      };
+      pool_->help(idle);
+      block_until(idle);
+      std::lock_guard lk(push_mu_);
+      if (idle()) {
+        stage_.store(Stage::stopped);
+        break;
+      }
+    }
+    // Stop: lanes first (their threads and streams may still be returning from the last
+    // completion callbacks), then the events, the backend and the CPU pool.
+    {
+      std::lock_guard lk(lanes_mu_);
+      lanes_.clear();
+    }
+    event_pools_.clear();
+    gpu_.reset();
+    pool_.reset();
+    // A call refused meanwhile may still be on its way out.
+    block_until([&] { return callers_.load() == 0; });
+  }
+
+  void shutdown_from_own_op() noexcept override {
+    {
+      std::lock_guard lk(push_mu_);
+      if (stage_.load() == Stage::running) stage_.store(Stage::draining);
+    }
+    wake();
+    // Everything that can still run without the calling op (which stays active) finishes
+    // first. This thread helps: with one worker, it is the only one.
+    idle_watch_.store(true);
+    auto only_caller = [&] { return active_of(state_.load()) <= 1; };
+    while (!only_caller()) {
+      pool_->help(only_caller);
+      block_until(only_caller, std::chrono::milliseconds(1));
+    }
   }
 
   Op* run_cpu(Op* op, int worker) override {
@@ -275,7 +390,7 @@ class ThreadedEngine final : public Engine, public OpSink, public CpuRunner, pub
     }
     std::exception_ptr error;
     std::vector<GpuSyncPtr> upstream;
-    GpuSyncPtr sync;
+    std::shared_ptr<TrackedSync> sync;
     {
       CurrentOpScope scope(op);
       try {
@@ -300,8 +415,9 @@ class ThreadedEngine final : public Engine, public OpSink, public CpuRunner, pub
         // Recorded even after a failed launch: work it enqueued before failing stays ordered.
         EventPool& events = *event_pools_[static_cast<std::size_t>(op->opts.device.id)];
         // The observer's on_end is reported when the work completes.
-        sync = std::make_shared<GpuSync>(*this, events, lane.key(), op->seq, std::move(upstream),
-                                         Failure{error, op->seq}, op->observer);
+        sync = std::make_shared<TrackedSync>(*this, events, lane.key(), op->seq,
+                                             std::move(upstream), Failure{error, op->seq},
+                                             op->observer);
         stream.record(sync->event());
       } catch (...) {
         if (!error) error = std::current_exception();
@@ -312,7 +428,10 @@ class ThreadedEngine final : public Engine, public OpSink, public CpuRunner, pub
     if (sync) {
       publish(*op, sync);
       op->observer.reset();
-      inflight_.fetch_add(1, std::memory_order_relaxed);  // retired by gpu_op_completed
+      // The device work stays in flight and active, in the op's epoch, until it completes.
+      sync->epoch = op->epoch;
+      sync->epoch->pending.fetch_add(1);
+      state_.fetch_add(1 + kActive);
       stream.notify_when_done([sync](std::exception_ptr e) { sync->stream_done(std::move(e)); });
     }
     finish(op, Failure{std::move(error), op->seq}, failed, false);
@@ -321,83 +440,204 @@ class ThreadedEngine final : public Engine, public OpSink, public CpuRunner, pub
   void gpu_op_completed(GpuSync& sync) override {
     const Failure& f = sync.failure();
     if (std::shared_ptr<Observer> observer = sync.take_observer()) {
-      observer->on_end(sync.seq, static_cast<bool>(f), f && !sync.original());
+      ObserverScope scope;
+      try {
+        observer->on_end(sync.seq, static_cast<bool>(f), f && !sync.original());
+      } catch (...) {
+        record_failure(sync.seq, observer_failure("on_end", "#" + std::to_string(sync.seq)));
+      }
     }
     if (f && sync.original() && !sync.failed_at_launch()) record_failure(sync.seq, f.error);
-    retire_one();
+    retire(static_cast<TrackedSync&>(sync).epoch, 1 + kActive);
   }
 
   void finish_async(Op* op, std::exception_ptr error) override {
-    external_finishers_.fetch_add(1, std::memory_order_acq_rel);
+    BusyScope busy(*this);
     const bool failed = error != nullptr;
     finish(op, Failure{std::move(error), op->seq}, failed, false);
-    external_finishers_.fetch_sub(1, std::memory_order_acq_rel);
-  }
-
- protected:
-  void push_op(const BodyBuilder& body, bool async, VarList reads, VarList writes,
-               PushOptions options) override {
-    OpPtr op = make_op(this, body, async, std::move(options), reads, writes, this);
-    if (op->opts.device.is_gpu()) lane_for(op->opts.device, op->opts.lane);  // validates
-    submit(std::move(op), nullptr);
   }
 
  private:
+  // Counts a thread that is inside a blocking call, for shutdown to wait for.
+  class CallerScope {
+   public:
+    explicit CallerScope(ThreadedCore& e) : e_(e) { e_.callers_.fetch_add(1); }
+    ~CallerScope() {
+      if (e_.callers_.fetch_sub(1) == 1 && e_.stage_.load() != Stage::running) e_.wake();
+    }
+    CallerScope(const CallerScope&) = delete;
+    CallerScope& operator=(const CallerScope&) = delete;
+
+   private:
+    ThreadedCore& e_;
+  };
+
+  // Counts an asynchronous body still running, or a thread inside a Completion.
+  class BusyScope {
+   public:
+    explicit BusyScope(ThreadedCore& e) : e_(e) { e_.busy_.fetch_add(1); }
+    ~BusyScope() {
+      if (e_.busy_.fetch_sub(1) == 1 && e_.stage_.load() != Stage::running) e_.wake();
+    }
+    BusyScope(const BusyScope&) = delete;
+    BusyScope& operator=(const BusyScope&) = delete;
+
+   private:
+    ThreadedCore& e_;
+  };
+
+  // All-or-nothing: everything that can throw (back-pressure refusal, shutdown refusal, a
+  // deleted var) happens before the op changes any state; observers are contained.
   void submit(OpPtr op, VarState* to_delete) {
     const bool counted = op->waiter == nullptr;
-    if (counted && shutting_down_.load(std::memory_order_acquire) && current_op() == nullptr) {
-      throw Error("push " + op->display_name() + ": the engine is shutting down");
-    }
-    if (counted) throttle();
-    int granted = 0;
-    {
-      std::lock_guard lk(push_mu_);
+    Op* running = current_op();
+    // A frontend push into a bounded engine reserves its place first, and may wait for it.
+    // Pushes made by running ops never wait (that could stall every worker).
+    const bool reserved = counted && options_.max_inflight != 0 && running == nullptr;
+    if (reserved) reserve(*op);
+    std::lock_guard lk(push_mu_);
+    try {
+      check_admission(*op, to_delete != nullptr, owns(running));
       op->check_not_deleted();
-      if (to_delete) to_delete->deleted = true;
-      op->seq = next_seq_++;
-      if (counted) {
-        std::size_t n = inflight_.fetch_add(1, std::memory_order_relaxed) + 1;
-        if (n > peak_.load(std::memory_order_relaxed)) peak_.store(n, std::memory_order_relaxed);
-      }
-      op->wait.store(static_cast<int>(op->acc.size()) + 1, std::memory_order_relaxed);
-      for (Access& a : op->acc) {
-        a.version = writes(a.kind) ? ++a.var->pushed_version : a.var->pushed_version;
-      }
-      op->observe_push(observer_);
-      for (Access& a : op->acc) {
-        std::lock_guard vl(a.var->lock);
-        if (grant_or_enqueue(a)) ++granted;
-      }
+    } catch (...) {
+      if (reserved) retire(nullptr, 1 + kActive);
+      throw;
     }
+    if (to_delete) to_delete->deleted = true;
+    op->seq = next_seq_++;
+    for (Access& a : op->acc) {
+      a.version = writes(a.kind) ? ++a.var->pushed_version : a.var->pushed_version;
+    }
+    op->observe_push(observer_);
+    if (counted) {
+      op->epoch = epoch_;
+      epoch_->pending.fetch_add(1, std::memory_order_relaxed);
+    }
+    const int n = static_cast<int>(op->acc.size());
+    op->wait.store(n + 1, std::memory_order_relaxed);
+    int granted = 0;
+    for (Access& a : op->acc) {
+      std::lock_guard vl(a.var->lock);
+      if (grant_or_enqueue(a)) ++granted;
+    }
+    // Counted before the op can run; a reserved op was counted active provisionally, so that
+    // a concurrent push never sees it idle.
+    const bool ready = granted == n;
+    std::uint64_t after = 0;
+    if (!counted) {
+    } else if (reserved) {
+      after = ready ? state_.load() : state_.fetch_sub(kActive) - kActive;
+    } else {
+      const std::uint64_t add = 1 + (ready ? kActive : 0);
+      after = state_.fetch_add(add) + add;
+    }
+    if (counted) {
+      op->active = ready;
+      const std::size_t now = inflight_of(after);
+      if (now > peak_.load(std::memory_order_relaxed)) peak_.store(now, std::memory_order_relaxed);
+      if (reserved && !ready) wake_after(after + kActive, after, 1);
+    }
+    // Dispatched under the push lock: shutdown takes it once idle, so no pusher is still
+    // inside the pool or a lane when they stop.
     Op* raw = op.release();
     if (raw->wait.fetch_sub(granted + 1, std::memory_order_acq_rel) == granted + 1) dispatch(raw);
   }
 
-  // Back-pressure: blocks a frontend thread while the in-flight bound is reached. Ops that
-  // push from inside the engine are never blocked, since that could stall every worker.
-  void throttle() {
-    const std::size_t bound = options_.max_inflight;
-    if (bound == 0 || current_op() != nullptr) return;
-    if (inflight_.load(std::memory_order_acquire) < bound) return;
-    waiters_.fetch_add(1, std::memory_order_seq_cst);
-    {
-      std::unique_lock lk(wait_mu_);
-      wait_cv_.wait(lk, [&] { return inflight_.load(std::memory_order_seq_cst) < bound; });
+  // Throws Error when the engine no longer accepts `op`. Call under the push lock.
+  void check_admission(const Op& op, bool is_delete, bool from_own_op) const {
+    const Stage stage = stage_.load();
+    if (stage == Stage::running) return;
+    if (stage == Stage::stopped) {
+      throw Error(std::string(op.waiter ? "wait_to_read" : "push ") +
+                  (op.waiter ? "" : op.display_name()) + ": the engine has shut down");
     }
-    waiters_.fetch_sub(1, std::memory_order_acq_rel);
+    if (op.waiter == nullptr && !is_delete && !from_own_op) {
+      throw Error("push " + op.display_name() + ": the engine is shutting down");
+    }
   }
 
-  // Waits until every pushed op has finished, running queued CPU ops meanwhile.
-  void drain() {
-    if (inflight_.load(std::memory_order_acquire) == 0) return;
-    pool_.help([this] { return inflight_.load(std::memory_order_acquire) == 0; });
-    if (inflight_.load(std::memory_order_acquire) == 0) return;
-    waiters_.fetch_add(1, std::memory_order_seq_cst);
+  // Back-pressure: takes one place among max_inflight, waiting while the bound is reached and
+  // some op is active. When none is, every op in flight waits for a Completion that only a
+  // thread outside the engine can call — possibly this one — so the push goes through
+  // instead of deadlocking (an async op's completing thread may push follow-up work before
+  // done()). Places are taken by compare-and-swap, so the bound holds with many pushers.
+  void reserve(const Op& op) {
+    const std::size_t bound = options_.max_inflight;
+    std::uint64_t s = state_.load();
+    for (;;) {
+      if (inflight_of(s) < bound || active_of(s) == 0) {
+        if (state_.compare_exchange_weak(s, s + 1 + kActive)) return;
+        continue;
+      }
+      CallerScope caller(*this);
+      block_until([&] {
+        s = state_.load();
+        return inflight_of(s) < bound || active_of(s) == 0 || stage_.load() != Stage::running;
+      });
+      if (stage_.load() != Stage::running) {
+        throw Error("push " + op.display_name() + ": the engine is shutting down");
+      }
+    }
+  }
+
+  // Subtracts `counts` (ops in flight and activity, as in state_) and, for a counted op, one
+  // from `epoch`; wakes the waiters whose condition may have become true.
+  void retire(Epoch* epoch, std::uint64_t counts) {
+    std::size_t epoch_left = 1;
+    if (epoch) epoch_left = epoch->pending.fetch_sub(1) - 1;
+    const std::uint64_t before = state_.fetch_sub(counts);
+    wake_after(before, before - counts, epoch_left);
+  }
+
+  // Applies `delta` (added modulo 2^64: counts leave and newly ready ops become active in
+  // one step) after decrementing `epoch`.
+  void retire_delta(Epoch* epoch, std::uint64_t delta) {
+    std::size_t epoch_left = 1;
+    if (epoch) epoch_left = epoch->pending.fetch_sub(1) - 1;
+    const std::uint64_t before = state_.fetch_add(delta);
+    wake_after(before, before + delta, epoch_left);
+  }
+
+  // Waking a waiter on every op would cost a futex wake and a context switch per op, so only
+  // the transitions a waiter can be waiting for wake: in flight reaching zero (shutdown), an
+  // epoch draining (wait_all), and for back-pressure the count dropping under the bound or
+  // activity reaching zero. The counts and the waiter count are read crosswise by notifier
+  // and waiter, hence seq_cst on both sides.
+  void wake_after(std::uint64_t before, std::uint64_t after, std::size_t epoch_left) {
+    if (waiters_.load() == 0) return;
+    const std::size_t bound = options_.max_inflight;
+    const bool needed =
+        inflight_of(after) == 0 || epoch_left == 0 ||
+        (bound != 0 && ((inflight_of(before) >= bound && inflight_of(after) < bound) ||
+                        (active_of(before) > 0 && active_of(after) == 0))) ||
+        (idle_watch_.load() && active_of(after) <= 1);
+    if (needed) wake();
+  }
+
+  void wake() {
+    if (waiters_.load() == 0) return;
+    std::lock_guard lk(wait_mu_);
+    wait_cv_.notify_all();
+  }
+
+  template <class Pred>
+  void block_until(Pred&& pred) {
+    waiters_.fetch_add(1);
     {
       std::unique_lock lk(wait_mu_);
-      wait_cv_.wait(lk, [&] { return inflight_.load(std::memory_order_seq_cst) == 0; });
+      wait_cv_.wait(lk, pred);
     }
-    waiters_.fetch_sub(1, std::memory_order_acq_rel);
+    waiters_.fetch_sub(1);
+  }
+
+  template <class Pred, class Duration>
+  void block_until(Pred&& pred, Duration timeout) {
+    waiters_.fetch_add(1);
+    {
+      std::unique_lock lk(wait_mu_);
+      wait_cv_.wait_for(lk, timeout, pred);
+    }
+    waiters_.fetch_sub(1);
   }
 
   void dispatch(Op* op) {
@@ -420,7 +660,8 @@ class ThreadedEngine final : public Engine, public OpSink, public CpuRunner, pub
   }
 
   // Records the outcome, releases the accesses and dispatches what became ready. Returns
-  // one ready plain CPU op for the calling worker to run next when `continuation`.
+  // one ready plain CPU op for the calling worker to run next when `continuation` and
+  // nothing more urgent became ready with it.
   //
   // `failure` is taken by value and dropped before the op counts as finished: an
   // exception_ptr still held by this thread after a waiter returned would be released
@@ -429,6 +670,7 @@ class ThreadedEngine final : public Engine, public OpSink, public CpuRunner, pub
     op->observe_end(static_cast<bool>(failure), failure && !original);
     op->set_write_failures(failure);
     if (original && failure) record_failure(op->seq, failure.error);
+    if (op->observer_error) record_failure(op->seq, std::exchange(op->observer_error, nullptr));
     failure = Failure{};
     ReadyList ready;
     for (Access& a : op->acc) {
@@ -444,7 +686,20 @@ class ThreadedEngine final : public Engine, public OpSink, public CpuRunner, pub
       }
     }
     const bool counted = op->waiter == nullptr;
+    const bool was_active = op->active;
+    Epoch* epoch = op->epoch;
     op->release();
+    // The newly ready ops become active in the same atomic step that retires this one, and
+    // before any of them can run and retire itself.
+    std::uint64_t delta = 0;
+    ready.for_each([&](Op* r) {
+      if (r->waiter) return;
+      r->active = true;
+      delta += kActive;
+    });
+    if (was_active) delta -= kActive;
+    if (counted) delta -= 1;
+    if (counted || delta != 0) retire_delta(counted ? epoch : nullptr, delta);
     Op* next = nullptr;
     ready.for_each([&](Op* r) {
       if (continuation && !next && !r->waiter && r->opts.device.is_cpu() &&
@@ -455,22 +710,31 @@ class ThreadedEngine final : public Engine, public OpSink, public CpuRunner, pub
         dispatch(r);
       }
     });
-    if (counted) retire_one();
     return next;
   }
 
+  // An async body is active while it runs; once it returns, its op waits for a Completion
+  // that only some other thread can call.
   void run_async(Op* op, const RunContext& ctx) {
-    std::exception_ptr thrown;
+    BusyScope busy(*this);
+    op->active = false;  // uncounted below, when the body returns, not by finish()
+    const std::uint64_t seq = op->seq;
     {
       Completion done(op);
       CurrentOpScope scope(op);
       try {
         op->fn->call(ctx, &done);
       } catch (...) {
-        if (op->mark_completed()) thrown = std::current_exception();
+        if (op->mark_completed()) {
+          finish(op, Failure{std::current_exception(), seq}, true, false);
+        } else {
+          // Thrown after done() (a second done() included): the op has finished, but the
+          // exception is not dropped: wait_all reports it.
+          record_failure(seq, std::current_exception());
+        }
       }
     }
-    if (thrown) finish(op, Failure{std::move(thrown), op->seq}, true, false);
+    retire(nullptr, kActive);
   }
 
   void record_failure(std::uint64_t seq, const std::exception_ptr& error) {
@@ -513,23 +777,9 @@ class ThreadedEngine final : public Engine, public OpSink, public CpuRunner, pub
     if (op->waiter) {
       signal(op);
     } else if (op->opts.device.is_cpu()) {
-      pool_.submit(op);
+      pool_->submit(op);
     } else {
       lane_for(op->opts.device, op->opts.lane).submit(op);
-    }
-  }
-
-  // Counts one op out of flight. Wakes the waiters only when the count reaches zero
-  // (drain) or drops below the back-pressure bound: waking a waiting wait_all on every op
-  // would cost a futex wake and a context switch per op. The count and the waiter count are
-  // read crosswise by notifier and waiter, hence seq_cst on both sides.
-  void retire_one() {
-    const std::size_t before = inflight_.fetch_sub(1, std::memory_order_seq_cst);
-    const std::size_t bound = options_.max_inflight;
-    const bool wake = before == 1 || (bound != 0 && before == bound);
-    if (wake && waiters_.load(std::memory_order_seq_cst) > 0) {
-      std::lock_guard lk(wait_mu_);
-      wait_cv_.notify_all();
     }
   }
 
@@ -553,8 +803,15 @@ class ThreadedEngine final : public Engine, public OpSink, public CpuRunner, pub
   std::mutex push_mu_;
   std::uint64_t next_seq_ = 0;
   std::shared_ptr<Observer> observer_;
+  std::vector<std::unique_ptr<Epoch>> epochs_;  // under push_mu_; the open ones
+  Epoch* epoch_ = nullptr;                      // where pushes count now
+  std::atomic<Stage> stage_{Stage::running};    // changed under push_mu_
 
-  std::atomic<std::size_t> inflight_{0}, peak_{0};
+  std::atomic<std::uint64_t> state_{0};
+  std::atomic<std::size_t> peak_{0};
+  std::atomic<int> busy_{0};     // async bodies running, threads inside a Completion
+  std::atomic<int> callers_{0};  // threads inside wait_all, wait_to_read, back-pressure
+  std::atomic<bool> idle_watch_{false};
   std::atomic<int> waiters_{0};
   std::mutex wait_mu_;
   std::condition_variable wait_cv_;
@@ -563,13 +820,9 @@ class ThreadedEngine final : public Engine, public OpSink, public CpuRunner, pub
   std::exception_ptr failure_;
   std::uint64_t failure_seq_ = 0;
 
-  std::atomic<bool> shutting_down_{false};
-  std::atomic<int> external_finishers_{0};
-
-  // Declared after everything their threads touch, so they stop first.
-  CpuPool pool_;
+  // Stopped in this order by shutdown(): lanes, event pools, backend, CPU pool.
+  std::optional<CpuPool> pool_;
   std::unique_ptr<DeviceBackend> gpu_;
-  // One per device; destroyed after the lanes, whose streams may hold their events.
   std::vector<std::unique_ptr<EventPool>> event_pools_;
   std::mutex lanes_mu_;
   std::vector<std::unique_ptr<GpuLane>> lanes_;
@@ -596,8 +849,8 @@ void GpuLane::loop() {
 
 }  // namespace
 
-std::unique_ptr<Engine> make_threaded_engine(const ResolvedOptions& options) {
-  return std::make_unique<ThreadedEngine>(options);
+std::unique_ptr<EngineCore> make_threaded_core(const ResolvedOptions& options) {
+  return std::make_unique<ThreadedCore>(options);
 }
 
 }  // namespace depengine::detail

@@ -175,8 +175,8 @@ Chunk::~Chunk() {
       engine->push([b](const RunContext& ctx) { ops::cuda::deallocate(ctx, b->data); }, {},
                    {var}, {.device = device, .lane = Lane::compute, .name = "free"});
     } catch (...) {
-      // Refused only by an engine that is shutting down: its streams are gone, and the
-      // block stays in the device's pool until the process ends.
+      // Refused by an engine that is shutting down: the block stays in the device's pool
+      // until the process ends.
     }
   }
 #endif
@@ -186,10 +186,14 @@ Chunk::~Chunk() {
       delete b;
     });
   } catch (...) {
-    // delete_var refuses only an engine that is shutting down, which has already
-    // finished every op, so nothing can still use the storage.
-    free_storage(p, n);
-    delete b;
+    // delete_var is accepted until an engine's shutdown has finished every op, so a refusal
+    // usually means nothing can still use the storage. Any other failure (out of memory for
+    // the op) leaves kernels that may still use it: then it is left allocated, never freed
+    // under them.
+    if (engine->pending() == 0) {
+      free_storage(p, n);
+      delete b;
+    }
   }
 }
 
@@ -200,7 +204,7 @@ Context::~Context() {
   try {
     engine->delete_var(rng_var, [r] { delete r; });
   } catch (...) {
-    delete r;
+    if (engine->pending() == 0) delete r;  // as in ~Chunk: never under a running op
   }
 }
 

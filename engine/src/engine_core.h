@@ -1,0 +1,69 @@
+// What an engine implementation (naive, threaded) provides behind the public Engine handle.
+//
+// The handle (engine.cc) forwards every call and owns the shutdown sequence. Splitting the
+// two lets the handle be destroyed from inside one of the engine's own operations (an op
+// that deletes its engine, std::exit inside an op of Engine::get()): the core, which the
+// running op still uses, then finishes and stops on a thread of its own instead of the
+// destructor waiting for the op that called it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string_view>
+
+#include "depengine/engine.h"
+#include "op.h"
+
+namespace depengine::detail {
+
+class EngineCore : public OpSink {
+ public:
+  EngineCore() : id_(next_engine_id()) {}
+  virtual ~EngineCore() = default;
+  EngineCore(const EngineCore&) = delete;
+  EngineCore& operator=(const EngineCore&) = delete;
+
+  // Process-unique; vars carry it (VarState::owner).
+  std::uint64_t id() const noexcept { return id_; }
+  // True when `op` was pushed to this engine.
+  bool owns(const Op* op) const noexcept { return op && op->sink() == this; }
+
+  Var new_var() { return Var(new_var_state(id_)); }
+  virtual void push(const BodyBuilder& body, bool async, VarList reads, VarList writes,
+                    PushOptions options) = 0;
+  virtual void wait_to_read(const Var& v) = 0;
+  virtual void wait_all() = 0;
+  virtual void delete_var(const Var& v, std::function<void()> on_deleted) = 0;
+
+  virtual std::string_view kind() const noexcept = 0;
+  virtual int cpu_threads() const noexcept = 0;
+  virtual std::size_t max_inflight() const noexcept = 0;
+  virtual int sim_gpus() const noexcept = 0;
+  virtual std::size_t pending() const noexcept = 0;
+  virtual std::size_t peak_pending() const noexcept = 0;
+  virtual void set_observer(std::shared_ptr<Observer> observer) = 0;
+
+  // The shutdown sequence, run by the handle's destructor from a thread that is not inside
+  // one of this engine's ops: (1) refuse pushes from outside the engine's ops (delete_var
+  // stays accepted until everything has finished, so arrays dropped meanwhile still free
+  // their storage in order); (2) drain: wait until every pushed op has finished, every
+  // asynchronous body has returned, every thread inside a completion or a blocking call has
+  // left; (3) stop the device lanes, then the event pools and streams, then the CPU pool.
+  // The core may be deleted when it returns.
+  virtual void shutdown() noexcept = 0;
+
+  // Run instead by a destructor called from inside one of this engine's ops: refuses pushes
+  // from outside, and waits until nothing but the calling op can make progress (so that
+  // independent work has finished before std::exit goes on to destroy other statics). The
+  // caller then hands the core to a thread that runs shutdown() and deletes it.
+  virtual void shutdown_from_own_op() noexcept = 0;
+
+ private:
+  const std::uint64_t id_;
+};
+
+std::unique_ptr<EngineCore> make_naive_core(const struct ResolvedOptions& options);
+std::unique_ptr<EngineCore> make_threaded_core(const struct ResolvedOptions& options);
+
+}  // namespace depengine::detail
