@@ -188,17 +188,20 @@ class NaiveCore final : public EngineCore {
     op->observe_ready();
     Failure failure = op->upstream_failure();
     const bool skipped = static_cast<bool>(failure);
+    std::exception_ptr late;
     if (!skipped) {
       op->observe_start(0);
-      failure = Failure{execute(op), op->seq};
+      failure = Failure{execute(op, late), op->seq};
     }
     op->observe_end(static_cast<bool>(failure), skipped);
     op->set_write_failures(failure);
     if (failure && !skipped) return failure.error;
+    if (late) return late;
     return std::exchange(op->observer_error, nullptr);
   }
 
-  std::exception_ptr execute(Op* op) noexcept {
+  // Returns the op's failure; `late` gets an exception an async body threw after done().
+  std::exception_ptr execute(Op* op, std::exception_ptr& late) noexcept {
     RunContext ctx{op->opts.device, op->opts.lane, 0, nullptr};
     DeviceStream* stream = nullptr;
     std::exception_ptr error;
@@ -230,7 +233,6 @@ class NaiveCore final : public EngineCore {
       async_done_ = false;
       async_error_ = nullptr;
     }
-    std::exception_ptr late;
     {
       Completion done(op);
       CurrentOpScope scope(op);
@@ -247,7 +249,7 @@ class NaiveCore final : public EngineCore {
     }
     std::unique_lock lk(async_mu_);
     async_cv_.wait(lk, [&] { return async_done_; });
-    return async_error_ ? async_error_ : late;
+    return async_error_;
   }
 
   static std::exception_ptr wait_stream(DeviceStream& stream) {

@@ -299,7 +299,9 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
       auto idle = [&] {
         return inflight_of(state_.load()) == 0 && busy_.load() == 0 && callers_.load() == 0;
       };
-      pool_->help(idle);
+      // The thread of an orphaned core only waits: it may run during std::exit, when a
+      // thread inside oneTBB's arena would race the library's own finalization.
+      if (!orphaned_.load()) pool_->help(idle);
       block_until(idle);
       std::lock_guard lk(push_mu_);
       if (idle()) {
@@ -328,8 +330,11 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     wake();
     // Everything that can still run without the calling op (which stays active) finishes
     // first. This thread helps: with one worker, it is the only one.
+    // A thread lent to the pool by a wait leaves it within kLinger once there is nothing to
+    // run; std::exit must not go on while it is inside oneTBB's arena.
+    orphaned_.store(true);
     idle_watch_.store(true);
-    auto only_caller = [&] { return active_of(state_.load()) <= 1; };
+    auto only_caller = [&] { return active_of(state_.load()) <= 1 && !pool_->helping(); };
     while (!only_caller()) {
       pool_->help(only_caller);
       block_until(only_caller, std::chrono::milliseconds(1));
@@ -715,10 +720,13 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
 
   // An async body is active while it runs; once it returns, its op waits for a Completion
   // that only some other thread can call.
+  // The body also counts in the op's epoch, so that wait_all sees what it throws after done().
   void run_async(Op* op, const RunContext& ctx) {
     BusyScope busy(*this);
     op->active = false;  // uncounted below, when the body returns, not by finish()
     const std::uint64_t seq = op->seq;
+    Epoch* epoch = op->epoch;
+    epoch->pending.fetch_add(1);
     {
       Completion done(op);
       CurrentOpScope scope(op);
@@ -734,7 +742,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
         }
       }
     }
-    retire(nullptr, kActive);
+    retire(epoch, kActive);
   }
 
   void record_failure(std::uint64_t seq, const std::exception_ptr& error) {
@@ -812,6 +820,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
   std::atomic<int> busy_{0};     // async bodies running, threads inside a Completion
   std::atomic<int> callers_{0};  // threads inside wait_all, wait_to_read, back-pressure
   std::atomic<bool> idle_watch_{false};
+  std::atomic<bool> orphaned_{false};  // destroyed from inside its own op
   std::atomic<int> waiters_{0};
   std::mutex wait_mu_;
   std::condition_variable wait_cv_;

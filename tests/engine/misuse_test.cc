@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <functional>
+#include <mutex>
 #include <thread>
 
 #include "test_util.h"
@@ -91,27 +92,37 @@ TEST_P(Misuse, WaitFromInsideARunningOperation) {
 }
 
 TEST_P(Misuse, PushIntoAnEngineThatIsShuttingDown) {
+  if (GetParam().kind == "naive") GTEST_SKIP() << "naive push_async waits for done()";
   auto e = make_engine(GetParam());
   Var v = e->new_var();
   std::thread helper;
+  std::mutex mu;
   std::atomic<bool> refused{false};
+  std::atomic<int> accepted{0}, ran{0};
   Engine* raw = e.get();
-  if (GetParam().kind == "naive") GTEST_SKIP() << "naive ops finish inside push";
   e->push_async([&](Completion done) {
+    std::lock_guard lk(mu);
     helper = std::thread([&, done] {
-      // By now the main thread is inside the destructor, which waits for this op.
-      std::this_thread::sleep_for(300ms);
-      try {
-        raw->push([] {}, {}, {v});
-      } catch (const Error& err) {
-        refused = std::string(err.what()).find("shutting down") != std::string::npos;
+      // The destructor waits for this op, so the engine stays alive while this thread pushes
+      // until a push is refused; no sleep stands in for "the destructor has started".
+      for (;;) {
+        try {
+          raw->push([&] { ++ran; }, {}, {v});
+          ++accepted;
+        } catch (const Error& err) {
+          refused = std::string(err.what()).find("shutting down") != std::string::npos;
+          break;
+        }
+        std::this_thread::yield();
       }
       done();
     });
   }, {}, {v});
   e.reset();
+  std::lock_guard lk(mu);
   helper.join();
   EXPECT_TRUE(refused.load());
+  EXPECT_EQ(ran.load(), accepted.load());
 }
 
 INSTANTIATE_TEST_SUITE_P(Engines, Misuse, kAllEngines, param_name);
