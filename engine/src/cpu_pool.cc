@@ -172,11 +172,26 @@ bool CpuPool::linger() {
   return found || queued_.load(std::memory_order_seq_cst) != 0;
 }
 
+namespace {
+bool& helping_here() noexcept {
+  thread_local bool here = false;
+  return here;
+}
+}  // namespace
+
+bool CpuPool::helped_elsewhere() const noexcept {
+  return helped_.load(std::memory_order_acquire) && !helping_here();
+}
+
 void CpuPool::help(const std::function<bool()>& done) {
   if (helped_.exchange(true, std::memory_order_acq_rel)) return;
+  helping_here() = true;
   struct Release {
     std::atomic<bool>& flag;
-    ~Release() { flag.store(false, std::memory_order_release); }
+    ~Release() {
+      helping_here() = false;
+      flag.store(false, std::memory_order_release);
+    }
   } release{helped_};
   arena_.execute([&] {
     using Clock = std::chrono::steady_clock;

@@ -51,8 +51,8 @@ class CpuPool {
   // thread at a taskwait and oneTBB's at wait_for_all, the waiting thread does work
   // instead of only sleeping. One thread at a time; others return at once.
   void help(const std::function<bool()>& done);
-  // True while some thread is inside help().
-  bool helping() const noexcept { return helped_.load(std::memory_order_acquire); }
+  // True while a thread other than the caller is inside help().
+  bool helped_elsewhere() const noexcept;
 
   // The body of a drain task (see PoolTask in cpu_pool.cc).
   static void drain(CpuPool* pool);

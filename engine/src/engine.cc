@@ -1,6 +1,8 @@
 // Engine construction, the process default engine, environment options, devices.
 #include <charconv>
+#include <cstdio>
 #include <cstdlib>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -8,9 +10,32 @@
 #include "engine_core.h"
 #include "engine_options.h"
 #include "inspect/env_observer.h"
+#include "op.h"
 
 namespace depengine {
 namespace {
+
+// std::exit inside an op. oneTBB (2021.8) faults in its own library finalization when exit
+// runs on one of its worker threads (a task that calls exit is enough, without depengine),
+// and threaded ops run on those threads. So when exit was called from inside an op, the
+// engine ends the process itself at the last moment before oneTBB's finalizer: after every
+// exit handler and static destructor has run (this is a destructor of the engine library,
+// run by the dynamic loader after them and before the libraries it depends on), it flushes
+// stdio and leaves with the status given to exit, as exit would have.
+std::atomic<int> g_exit_status{0};
+
+void remember_exit_status(int status, void*) { g_exit_status.store(status); }
+
+void watch_exit_status() {
+  static std::once_flag once;
+  std::call_once(once, [] { ::on_exit(remember_exit_status, nullptr); });
+}
+
+[[gnu::destructor]] void finish_exit_called_inside_an_op() {
+  if (detail::current_op() == nullptr) return;
+  std::fflush(nullptr);
+  std::_Exit(g_exit_status.load());
+}
 
 // Reads an integer variable in [lo, hi]; returns `fallback` when unset or empty.
 long env_long(const char* name, long lo, long hi, long fallback) {
@@ -134,6 +159,7 @@ class EngineHandle final : public Engine {
 
 std::unique_ptr<Engine> Engine::create(std::string_view kind, EngineOptions options) {
   detail::ResolvedOptions r = detail::resolve_options(options);
+  watch_exit_status();
   std::unique_ptr<detail::EngineCore> core;
   if (kind == "threaded") {
     core = detail::make_threaded_core(r);

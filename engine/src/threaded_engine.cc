@@ -334,7 +334,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     // run; std::exit must not go on while it is inside oneTBB's arena.
     orphaned_.store(true);
     idle_watch_.store(true);
-    auto only_caller = [&] { return active_of(state_.load()) <= 1 && !pool_->helping(); };
+    auto only_caller = [&] { return active_of(state_.load()) <= 1 && !pool_->helped_elsewhere(); };
     while (!only_caller()) {
       pool_->help(only_caller);
       block_until(only_caller, std::chrono::milliseconds(1));

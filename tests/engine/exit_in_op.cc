@@ -31,7 +31,7 @@ int main() {
   }
   e.push([] {
     while (ran.load() == 0) std::this_thread::yield();  // exits while the others are pending
-    std::exit(0);
+    std::exit(3);
   }, {}, {b});
   e.wait_all();
   std::printf("not reached\n");
