@@ -3,6 +3,7 @@
 // stand in for streams so that every GPU scheduling path runs on machines without a GPU.
 #pragma once
 
+#include <cstdint>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -24,6 +25,14 @@ class StreamEvent {
   virtual void synchronize() = 0;
 };
 
+// Why a stream waits for an event, which decides whether the recorded work's failure
+// follows the wait.
+//   data:  the waiting work reads what the recorded work wrote (read-after-write); it cannot
+//          succeed where that work failed, so it takes the failure on.
+//   order: the waiting work only has to come after the recorded work (write-after-write,
+//          write-after-read); that work's failure is not its own.
+enum class WaitKind : std::uint8_t { data, order };
+
 class DeviceStream : public Stream {
  public:
   // Prepares the calling host thread to launch work on this stream (CUDA: makes the
@@ -38,8 +47,9 @@ class DeviceStream : public Stream {
   virtual void notify_when_done(std::function<void(std::exception_ptr)> cb) = 0;
   // Marks the current end of this stream's work in `event`.
   virtual void record(StreamEvent& event) = 0;
-  // Makes later work on this stream wait for `event` without blocking the host.
-  virtual void wait(StreamEvent& event) = 0;
+  // Makes later work on this stream wait for `event` without blocking the host. The point
+  // awaited is the event's last record() issued before this call. See WaitKind for errors.
+  virtual void wait(StreamEvent& event, WaitKind kind) = 0;
   // Blocks the host until all work enqueued so far has finished.
   virtual void synchronize() = 0;
 };

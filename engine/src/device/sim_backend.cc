@@ -1,11 +1,12 @@
 // Host-simulated GPUs: each stream is a thread draining an in-order queue of host tasks;
 // events are generation counters that a stream advances when it reaches a recorded point.
 //
-// Errors model a CUDA fault: a host task that throws puts its stream in error until
-// notify_when_done reports it; tasks enqueued behind it on that stream are skipped, an event
-// recorded meanwhile carries the error, and a stream that waits on such an event takes the
-// error on (and skips its own work) in turn. So work that depends on failed device work does
-// not run, on any stream, while later independent work does.
+// Errors model a fault contained to the work that raised it: a host task that throws puts
+// its stream in error until notify_when_done reports it; tasks enqueued behind it on that
+// stream are skipped, a record made meanwhile carries the error, and a stream that waits on
+// that record for data (WaitKind::data) takes the error on (and skips its own work) in turn.
+// A wait that only orders (WaitKind::order) waits and takes nothing. So work that reads
+// failed device work does not run, on any stream, while work that only comes after it does.
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -97,12 +98,12 @@ class SimStream final : public DeviceStream {
     std::uint64_t gen = e.begin_record();
     push([&e, gen, this] { e.reach(gen, error_); });
   }
-  void wait(StreamEvent& event) override {
+  void wait(StreamEvent& event, WaitKind kind) override {
     auto& e = static_cast<SimEvent&>(event);
     std::uint64_t gen = e.target();
-    push([&e, gen, this] {
+    push([&e, gen, kind, this] {
       std::exception_ptr error = e.wait_for(gen);
-      if (error && !error_) error_ = std::move(error);
+      if (kind == WaitKind::data && error && !error_) error_ = std::move(error);
     });
   }
   void synchronize() override {
