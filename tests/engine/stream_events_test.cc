@@ -1,6 +1,8 @@
 // Error semantics of the stream/event layer (device/device_backend.h) on the host-simulated
 // device, and what the engine makes of them:
 //
+//   - an event carries the error of each record separately: a wait reads the error of the
+//     record it was issued against, never that of a later record of the same (pooled) event;
 //   - only a data wait (the waiting work reads what the recorded work wrote) takes the
 //     error on; an ordering wait (write-after-write, write-after-read) only orders, so an op
 //     that overwrites a failed op's output, or a var the failed op read, still runs;
@@ -82,6 +84,73 @@ class SimEventErrors : public testing::Test {
   std::unique_ptr<detail::DeviceStream> c_ = backend_->make_stream(0, Lane::copy_to_device);
   std::unique_ptr<detail::StreamEvent> event_ = backend_->make_event(0);
 };
+
+// A wait issued against a failed record still sees that failure when a clean record of the
+// same event has been reached before the waiting stream gets to the wait.
+TEST_F(SimEventErrors, LaterCleanRecordDoesNotHideTheErrorOfTheAwaitedOne) {
+  Gate gate;
+  b_->enqueue_host([&] { gate.pass(); });  // the wait below runs only after both records
+  a_->enqueue_host([] { throw std::runtime_error("first record"); });
+  a_->record(*event_);
+  b_->wait(*event_, WaitKind::data);
+  std::atomic<bool> b_ran{false};
+  b_->enqueue_host([&] { b_ran = true; });
+  EXPECT_EQ(notified_error(*a_), "first record");
+  c_->record(*event_);  // the event reused, as the pool does, by clean work elsewhere
+  event_->synchronize();
+  gate.open();
+  EXPECT_EQ(notified_error(*b_), "first record");
+  EXPECT_FALSE(b_ran.load()) << "work behind a failed data wait ran";
+}
+
+// The converse: a wait issued against a clean record does not pick up the failure of a later
+// record of the same event.
+TEST_F(SimEventErrors, LaterFailedRecordDoesNotLeakIntoAnEarlierWait) {
+  Gate gate;
+  b_->enqueue_host([&] { gate.pass(); });
+  a_->record(*event_);
+  b_->wait(*event_, WaitKind::data);
+  std::atomic<bool> b_ran{false};
+  b_->enqueue_host([&] { b_ran = true; });
+  c_->enqueue_host([] { throw std::runtime_error("later record"); });
+  c_->record(*event_);
+  event_->synchronize();
+  gate.open();
+  EXPECT_EQ(notified_error(*b_), "");
+  EXPECT_TRUE(b_ran.load());
+  EXPECT_EQ(notified_error(*c_), "later record");
+  EXPECT_EQ(notified_error(*a_), "");
+}
+
+// Many records of one event, alternately failed and clean, each awaited by a stream that is
+// held back until all of them have been reached: every wait sees its own record's outcome.
+TEST_F(SimEventErrors, EveryRecordKeepsItsOwnOutcome) {
+  constexpr int kRecords = 16;
+  Gate gate;
+  b_->enqueue_host([&] { gate.pass(); });
+  std::vector<std::string> seen(kRecords);
+  for (int i = 0; i < kRecords; ++i) {
+    if (i % 2 == 1) a_->enqueue_host([i] { throw std::runtime_error(std::to_string(i)); });
+    a_->record(*event_);
+    b_->wait(*event_, WaitKind::data);
+    b_->enqueue_host([] {});
+    b_->notify_when_done([&seen, i](std::exception_ptr e) {
+      if (!e) return;
+      try {
+        std::rethrow_exception(e);
+      } catch (const std::exception& err) {
+        seen[static_cast<std::size_t>(i)] = err.what();
+      }
+    });
+    a_->notify_when_done([](std::exception_ptr) {});
+  }
+  event_->synchronize();
+  gate.open();
+  b_->synchronize();
+  for (int i = 0; i < kRecords; ++i) {
+    EXPECT_EQ(seen[static_cast<std::size_t>(i)], i % 2 == 1 ? std::to_string(i) : "") << i;
+  }
+}
 
 // An ordering wait waits for the recorded work but never takes its error; a data wait does.
 TEST_F(SimEventErrors, OnlyADataWaitTakesTheError) {

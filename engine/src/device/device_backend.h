@@ -15,7 +15,8 @@
 namespace depengine::detail {
 
 // A point in a stream's work, recorded by one stream and awaited by others. Reusable:
-// each record() replaces the point it stands for.
+// each record() replaces the point it stands for, for waits issued after it; a wait issued
+// earlier still stands for the point recorded before it, and for that point's error only.
 class StreamEvent {
  public:
   virtual ~StreamEvent() = default;
