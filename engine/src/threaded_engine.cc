@@ -291,6 +291,9 @@ class ThreadedEngine final : public Engine, public OpSink, public CpuRunner, pub
       }
     }
     if (up) {  // an input failed while this op was being ordered: skipped, nothing launched
+      // Ends the span of the waits already issued, so that the failure a data wait carries
+      // is not reported for the next op on this stream.
+      stream.notify_when_done([](std::exception_ptr) {});
       finish(op, std::move(up), false, false);
       return;
     }

@@ -155,6 +155,8 @@ std::vector<GpuSyncPtr> order_after_inputs(Op& op, DeviceStream& stream, int str
 // The earliest failure among the ops of `syncs` that have already completed. Checked after
 // order_after_inputs: an input that completed, failed, between the op's first failure check
 // and its ordering is caught here (one still running is awaited by the stream instead).
+// The op is then skipped, and its stream may already hold data waits that carry the
+// failure: the caller ends that span of the stream (notify_when_done) before the next op.
 Failure completed_failure(const std::vector<GpuSyncPtr>& syncs);
 
 // Stream ops, after launch: records `sync` as the last write or a reader of op's vars.
