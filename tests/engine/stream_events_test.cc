@@ -6,6 +6,7 @@
 //   - only a data wait (the waiting work reads what the recorded work wrote) takes the
 //     error on; an ordering wait (write-after-write, write-after-read) only orders, so an op
 //     that overwrites a failed op's output, or a var the failed op read, still runs;
+//   - a lane outside the Lane enum is an error naming it.
 //
 // The engine cases compare the threaded engine with the naive one (the oracle).
 #include <atomic>
@@ -182,6 +183,25 @@ TEST_F(SimEventErrors, OnlyADataWaitTakesTheError) {
   EXPECT_EQ(notified_error(*c_), "producer");
   EXPECT_FALSE(data_ran.load());
   EXPECT_EQ(notified_error(*a_), "producer");
+}
+
+TEST(SimLanes, LaneOutsideTheEnumIsAnErrorNamingIt) {
+  auto backend = detail::make_sim_backend(1);
+  for (int lane : {kLaneCount, 17, 255}) {
+    expect_error([&] { backend->make_stream(0, static_cast<Lane>(lane)); },
+                 "lane " + std::to_string(lane));
+  }
+  EXPECT_NO_THROW(backend->make_stream(0, Lane::priority));
+}
+
+// Checked before the device, so that it holds whether or not CUDA was built or a GPU is
+// present.
+TEST(CudaLanes, LaneOutsideTheEnumIsAnErrorNamingIt) {
+  auto backend = detail::make_cuda_backend();
+  for (int lane : {kLaneCount, 17, 255}) {
+    expect_error([&] { backend->make_stream(0, static_cast<Lane>(lane)); },
+                 "lane " + std::to_string(lane));
+  }
 }
 
 // --- The engines ---
@@ -394,6 +414,17 @@ TEST_P(GpuFailures, SkippedReaderLeavesItsStreamClean) {
     if (HasFailure()) break;
   }
   e_->set_observer(nullptr);
+}
+
+TEST_P(GpuFailures, PushOnALaneOutsideTheEnumIsAnError) {
+  Var v = e_->new_var();
+  for (int lane : {17, 255}) {
+    EXPECT_THROW(e_->push([](const RunContext&) {}, {}, {v},
+                          on(Device::gpu(0), static_cast<Lane>(lane))),
+                 Error)
+        << lane;
+  }
+  EXPECT_NO_THROW(e_->wait_all());
 }
 
 INSTANTIATE_TEST_SUITE_P(Engines, GpuFailures, kAllEngines, param_name);

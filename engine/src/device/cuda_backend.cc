@@ -310,6 +310,7 @@ class CudaBackend final : public DeviceBackend {
   int device_count() const noexcept override { return cached_probe().count; }
   std::string name() const override { return "cuda"; }
   std::unique_ptr<DeviceStream> make_stream(int device, Lane lane) override {
+    check_lane(device, lane);
     check_device(device);
     return std::make_unique<CudaStream>(device, lane);
   }

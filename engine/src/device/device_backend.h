@@ -10,6 +10,7 @@
 #include <string>
 
 #include "depengine/device.h"
+#include "depengine/error.h"
 #include "depengine/stream.h"
 
 namespace depengine::detail {
@@ -61,10 +62,22 @@ class DeviceBackend {
   virtual int device_count() const noexcept = 0;
   // "simulated" or "cuda".
   virtual std::string name() const = 0;
-  // Throws Error naming the device when it does not exist or cannot be used.
+  // Throws Error naming the device when it does not exist or cannot be used, and naming the
+  // lane when it is not one of Lane's (check_lane).
   virtual std::unique_ptr<DeviceStream> make_stream(int device, Lane lane) = 0;
   virtual std::unique_ptr<StreamEvent> make_event(int device) = 0;
 };
+
+// Throws Error naming `lane` when it is none of Lane's enumerators: a Lane cast from an
+// integer may hold any value, and lanes index the engine's per-device streams.
+inline void check_lane(int device, Lane lane) {
+  const int n = static_cast<int>(lane);
+  if (n < 0 || n >= kLaneCount) {
+    throw Error(Device::gpu(device).str() + ": unknown lane " + std::to_string(n) +
+                " (lanes are 0 to " + std::to_string(kLaneCount - 1) +
+                ": compute, copy_to_device, copy_from_device, priority)");
+  }
+}
 
 std::unique_ptr<DeviceBackend> make_sim_backend(int devices);
 // The CUDA backend; when CUDA was not built or no device is present, a backend whose

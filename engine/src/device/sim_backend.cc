@@ -186,6 +186,7 @@ class SimBackend final : public DeviceBackend {
   int device_count() const noexcept override { return devices_; }
   std::string name() const override { return "simulated"; }
   std::unique_ptr<DeviceStream> make_stream(int device, Lane lane) override {
+    check_lane(device, lane);
     check(device);
     return std::make_unique<SimStream>(device, lane);
   }
