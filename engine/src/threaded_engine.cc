@@ -411,6 +411,9 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
       }
     }
     if (up) {  // an input failed while this op was being ordered: skipped, nothing launched
+      // Ends the span of the waits already issued, so that the failure a data wait carries
+      // is not reported for the next op on this stream.
+      stream.notify_when_done([](std::exception_ptr) {});
       finish(op, std::move(up), false, false);
       return;
     }

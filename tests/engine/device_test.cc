@@ -214,7 +214,7 @@ TEST(SimStreams, EventsOrderWorkAcrossStreamsAndAreReusable) {
       produced.fetch_add(1);
     });
     producer->record(*event);
-    consumer->wait(*event);
+    consumer->wait(*event, detail::WaitKind::data);
     consumer->enqueue_host([&, round] {
       // The event guarantees the producer's first round+1 steps have run.
       consumed.push_back(produced.load() > round ? round : -1);

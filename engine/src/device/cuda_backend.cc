@@ -10,6 +10,16 @@
 // enqueue_host uses cudaLaunchHostFunc. Its function must not call CUDA (a CUDA rule); an
 // exception it throws is kept with the number of the host task that threw it, so that
 // notify_when_done reports it to the callback whose span of work contains that task.
+//
+// Errors across streams. A host function's exception stays with the stream that ran it: no
+// event carries it, so no wait, data or ordering (WaitKind), takes it on, and work behind a
+// wait runs. That satisfies the rule that an ordering wait never carries a failure; for data
+// waits the engine carries it instead (GpuSync inherits the failure of the writes its op
+// reads), so an op that reads failed output is failed although its device work has run,
+// which a real device cannot take back anyway. Kernel faults (an illegal address, a trap)
+// are different: they are sticky for the whole CUDA context, every stream of the device
+// reports them from then on, whatever waited on what, and they cannot be contained to the
+// ops that depend on the faulting kernel.
 #include <cuda_runtime_api.h>
 
 #include <condition_variable>
@@ -157,7 +167,8 @@ class CudaStream final : public DeviceStream {
           what("cudaEventRecord"));
   }
 
-  void wait(StreamEvent& event) override {
+  // Both kinds are the same cudaStreamWaitEvent: no error crosses it (see the top of file).
+  void wait(StreamEvent& event, WaitKind) override {
     check(cudaStreamWaitEvent(stream_, static_cast<CudaEvent&>(event).get(), 0), device_.id,
           what("cudaStreamWaitEvent"));
   }
@@ -299,6 +310,7 @@ class CudaBackend final : public DeviceBackend {
   int device_count() const noexcept override { return cached_probe().count; }
   std::string name() const override { return "cuda"; }
   std::unique_ptr<DeviceStream> make_stream(int device, Lane lane) override {
+    check_lane(device, lane);
     check_device(device);
     return std::make_unique<CudaStream>(device, lane);
   }

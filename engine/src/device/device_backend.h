@@ -3,18 +3,21 @@
 // stand in for streams so that every GPU scheduling path runs on machines without a GPU.
 #pragma once
 
+#include <cstdint>
 #include <exception>
 #include <functional>
 #include <memory>
 #include <string>
 
 #include "depengine/device.h"
+#include "depengine/error.h"
 #include "depengine/stream.h"
 
 namespace depengine::detail {
 
 // A point in a stream's work, recorded by one stream and awaited by others. Reusable:
-// each record() replaces the point it stands for.
+// each record() replaces the point it stands for, for waits issued after it; a wait issued
+// earlier still stands for the point recorded before it, and for that point's error only.
 class StreamEvent {
  public:
   virtual ~StreamEvent() = default;
@@ -23,6 +26,14 @@ class StreamEvent {
   // Blocks the calling host thread until query() would be true.
   virtual void synchronize() = 0;
 };
+
+// Why a stream waits for an event, which decides whether the recorded work's failure
+// follows the wait.
+//   data:  the waiting work reads what the recorded work wrote (read-after-write); it cannot
+//          succeed where that work failed, so it takes the failure on.
+//   order: the waiting work only has to come after the recorded work (write-after-write,
+//          write-after-read); that work's failure is not its own.
+enum class WaitKind : std::uint8_t { data, order };
 
 class DeviceStream : public Stream {
  public:
@@ -38,8 +49,9 @@ class DeviceStream : public Stream {
   virtual void notify_when_done(std::function<void(std::exception_ptr)> cb) = 0;
   // Marks the current end of this stream's work in `event`.
   virtual void record(StreamEvent& event) = 0;
-  // Makes later work on this stream wait for `event` without blocking the host.
-  virtual void wait(StreamEvent& event) = 0;
+  // Makes later work on this stream wait for `event` without blocking the host. The point
+  // awaited is the event's last record() issued before this call. See WaitKind for errors.
+  virtual void wait(StreamEvent& event, WaitKind kind) = 0;
   // Blocks the host until all work enqueued so far has finished.
   virtual void synchronize() = 0;
 };
@@ -50,10 +62,22 @@ class DeviceBackend {
   virtual int device_count() const noexcept = 0;
   // "simulated" or "cuda".
   virtual std::string name() const = 0;
-  // Throws Error naming the device when it does not exist or cannot be used.
+  // Throws Error naming the device when it does not exist or cannot be used, and naming the
+  // lane when it is not one of Lane's (check_lane).
   virtual std::unique_ptr<DeviceStream> make_stream(int device, Lane lane) = 0;
   virtual std::unique_ptr<StreamEvent> make_event(int device) = 0;
 };
+
+// Throws Error naming `lane` when it is none of Lane's enumerators: a Lane cast from an
+// integer may hold any value, and lanes index the engine's per-device streams.
+inline void check_lane(int device, Lane lane) {
+  const int n = static_cast<int>(lane);
+  if (n < 0 || n >= kLaneCount) {
+    throw Error(Device::gpu(device).str() + ": unknown lane " + std::to_string(n) +
+                " (lanes are 0 to " + std::to_string(kLaneCount - 1) +
+                ": compute, copy_to_device, copy_from_device, priority)");
+  }
+}
 
 std::unique_ptr<DeviceBackend> make_sim_backend(int devices);
 // The CUDA backend; when CUDA was not built or no device is present, a backend whose

@@ -51,11 +51,11 @@ GpuSync::GpuSync(GpuSyncSink& sink, EventPool& pool, int key, std::uint64_t op_s
       launch_failure_(std::move(launch_failure)),
       observer_(std::move(observer)) {}
 
-void GpuSync::order_before(DeviceStream& stream) {
+void GpuSync::order_before(DeviceStream& stream, WaitKind kind) {
   // Under the lock: the event goes back to the pool, and may be recorded again by another
   // op, only once done() is set.
   std::lock_guard lk(mu_);
-  if (!done_.load(std::memory_order_relaxed)) stream.wait(*event_);
+  if (!done_.load(std::memory_order_relaxed)) stream.wait(*event_, kind);
 }
 
 void GpuSync::on_done(std::function<void()> fn) {
@@ -170,27 +170,38 @@ Failure completed_failure(const std::vector<GpuSyncPtr>& syncs) {
 
 std::vector<GpuSyncPtr> order_after_inputs(Op& op, DeviceStream& stream, int stream_key) {
   std::vector<GpuSyncPtr> upstream;
-  std::vector<GpuSync*> waited;
-  auto wait_for = [&](const GpuSyncPtr& s) {
+  // Collected first: the same op may turn up as a write this op reads and as one it
+  // overwrites (or as a reader of a var it overwrites), and then the data wait wins.
+  struct Wait {
+    GpuSyncPtr sync;
+    WaitKind kind;
+  };
+  std::vector<Wait> waits;
+  auto wait_for = [&](const GpuSyncPtr& s, WaitKind kind) {
     if (s->stream_key == stream_key || s->done()) return;
-    if (std::find(waited.begin(), waited.end(), s.get()) != waited.end()) return;
-    waited.push_back(s.get());
-    s->order_before(stream);
+    auto it = std::find_if(waits.begin(), waits.end(),
+                           [&](const Wait& w) { return w.sync == s; });
+    if (it == waits.end()) {
+      waits.push_back(Wait{s, kind});
+    } else if (kind == WaitKind::data) {
+      it->kind = WaitKind::data;
+    }
   };
   for (const Access& a : op.acc) {
     GpuVarState* g = a.var->gpu.get();
     if (!g) continue;
     if (g->writer) {
-      wait_for(g->writer);
+      wait_for(g->writer, reads(a.kind) ? WaitKind::data : WaitKind::order);
       // Kept even when already done: read_failure() may have run before the writer
       // completed, and its failure must still reach this op (complete() reads it).
       if (reads(a.kind)) upstream.push_back(g->writer);
     }
     if (writes(a.kind)) {
       std::lock_guard lk(g->lock);
-      for (const GpuSyncPtr& r : g->readers) wait_for(r);
+      for (const GpuSyncPtr& r : g->readers) wait_for(r, WaitKind::order);
     }
   }
+  for (const Wait& w : waits) w.sync->order_before(stream, w.kind);
   return upstream;
 }
 

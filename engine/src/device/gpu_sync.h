@@ -7,7 +7,9 @@
 // the last write and the reads since. What a successor then needs depends on where it runs:
 //
 //   - a stream op on the same stream: nothing (streams are in order);
-//   - a stream op on another stream or GPU: DeviceStream::wait(event), no host round trip;
+//   - a stream op on another stream or GPU: DeviceStream::wait(event, kind), no host round
+//     trip; a data wait for a write it reads, an ordering wait for a write it only
+//     overwrites and for reads it overwrites (WaitKind);
 //   - a host op (CPU op, wait_to_read, delete_var, an async GPU op): it is parked until the
 //     events complete, reported by the stream's completion callback, and then dispatched.
 //     No CPU worker blocks.
@@ -19,7 +21,9 @@
 // output may already be on their streams. A GpuSync therefore inherits the failure of the
 // GPU writes its op read (its upstream), so a failure still flows down the graph: a host op
 // or a later stream op that reads a var whose last write completed failed is skipped with
-// that failure; a var's own failure (set at launch) takes precedence over it.
+// that failure; a var's own failure (set at launch) takes precedence over it. Only reads
+// carry a failure: an op that overwrites a failed op's output, or a var a failed op read,
+// waits for that op's work and still runs (as on the naive engine).
 #pragma once
 
 #include <atomic>
@@ -90,7 +94,7 @@ class GpuSync : public std::enable_shared_from_this<GpuSync> {
   std::shared_ptr<Observer> take_observer() noexcept { return std::move(observer_); }
 
   // Makes later work on `stream` wait for this op's work; nothing once it has completed.
-  void order_before(DeviceStream& stream);
+  void order_before(DeviceStream& stream, WaitKind kind);
   // Calls `fn` once done (at once when it is). `fn` must not block.
   void on_done(std::function<void()> fn);
   // The stream's completion callback: the op's work has finished with `error` (or none).
@@ -143,12 +147,16 @@ void incomplete_inputs(Op& op, std::vector<GpuSyncPtr>& out);
 void reset_written(Op& op);
 
 // Stream ops: makes `stream` (key `stream_key`) wait for earlier stream ops on other
-// streams that `op` depends on, and returns the GPU writes `op` reads (done or not).
+// streams that `op` depends on, and returns the GPU writes `op` reads (done or not). A wait
+// for a write `op` reads is a data wait; one for a write it only overwrites, or for a read
+// it overwrites, is an ordering wait; one op waited for both ways gets one data wait.
 std::vector<GpuSyncPtr> order_after_inputs(Op& op, DeviceStream& stream, int stream_key);
 
 // The earliest failure among the ops of `syncs` that have already completed. Checked after
 // order_after_inputs: an input that completed, failed, between the op's first failure check
 // and its ordering is caught here (one still running is awaited by the stream instead).
+// The op is then skipped, and its stream may already hold data waits that carry the
+// failure: the caller ends that span of the stream (notify_when_done) before the next op.
 Failure completed_failure(const std::vector<GpuSyncPtr>& syncs);
 
 // Stream ops, after launch: records `sync` as the last write or a reader of op's vars.

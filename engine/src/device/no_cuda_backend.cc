@@ -9,7 +9,10 @@ class NoCudaBackend final : public DeviceBackend {
  public:
   int device_count() const noexcept override { return 0; }
   std::string name() const override { return "cuda (not built)"; }
-  std::unique_ptr<DeviceStream> make_stream(int device, Lane) override { fail(device); }
+  std::unique_ptr<DeviceStream> make_stream(int device, Lane lane) override {
+    check_lane(device, lane);
+    fail(device);
+  }
   std::unique_ptr<StreamEvent> make_event(int device) override { fail(device); }
 
  private:

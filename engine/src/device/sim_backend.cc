@@ -1,13 +1,20 @@
 // Host-simulated GPUs: each stream is a thread draining an in-order queue of host tasks;
 // events are generation counters that a stream advances when it reaches a recorded point.
 //
-// Errors model a CUDA fault: a host task that throws puts its stream in error until
-// notify_when_done reports it; tasks enqueued behind it on that stream are skipped, an event
-// recorded meanwhile carries the error, and a stream that waits on such an event takes the
-// error on (and skips its own work) in turn. So work that depends on failed device work does
-// not run, on any stream, while later independent work does.
+// Errors model a fault contained to the work that raised it: a host task that throws puts
+// its stream in error until notify_when_done reports it; tasks enqueued behind it on that
+// stream are skipped, a record made meanwhile carries the error, and a stream that waits on
+// that record for data (WaitKind::data) takes the error on (and skips its own work) in turn.
+// A wait that only orders (WaitKind::order) waits and takes nothing. So work that reads
+// failed device work does not run, on any stream, while work that only comes after it does.
+//
+// Each record keeps its own error: events are pooled and recorded again once the work they
+// marked has completed, while a stream that was behind may not have reached its wait for the
+// earlier record yet; that wait reads the earlier record's error, never a later one's.
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <thread>
 #include <utility>
@@ -23,40 +30,62 @@ class SimEvent final : public StreamEvent {
   // Returns the generation a new record() will complete.
   std::uint64_t begin_record() {
     std::lock_guard lk(mu_);
-    return ++recorded_;
+    points_.emplace(++recorded_, Point{});
+    forget_unneeded();
+    return recorded_;
   }
   // Notifies under the lock: a waiter may destroy the event as soon as it sees `gen`.
   void reach(std::uint64_t gen, std::exception_ptr error) {
     std::lock_guard lk(mu_);
-    if (gen > reached_) {
-      reached_ = gen;
-      error_ = std::move(error);
-    }
+    Point& p = points_.at(gen);
+    p.reached = true;
+    p.error = std::move(error);
+    forget_unneeded();
     cv_.notify_all();
   }
-  // The generation a wait() issued now must see reached.
-  std::uint64_t target() {
+  // The generation a wait() issued now stands for (0: never recorded, nothing to wait for),
+  // kept with its error until the wait has read it (wait_for).
+  std::uint64_t watch() {
     std::lock_guard lk(mu_);
+    if (recorded_ != 0) ++points_.at(recorded_).watchers;
     return recorded_;
   }
-  // Returns the error carried by the last point reached.
+  // Waits for generation `gen` (from watch()) and returns the error its record carried.
   std::exception_ptr wait_for(std::uint64_t gen) {
+    if (gen == 0) return nullptr;
     std::unique_lock lk(mu_);
-    cv_.wait(lk, [&] { return reached_ >= gen; });
-    return error_;
+    Point& p = points_.at(gen);  // std::map: stable while other points come and go
+    cv_.wait(lk, [&] { return p.reached; });
+    std::exception_ptr error = p.error;
+    --p.watchers;
+    forget_unneeded();
+    return error;
   }
   bool query() override {
     std::lock_guard lk(mu_);
-    return reached_ >= recorded_;
+    return recorded_ == 0 || points_.at(recorded_).reached;
   }
-  void synchronize() override { wait_for(target()); }
+  void synchronize() override { wait_for(watch()); }
 
  private:
+  struct Point {
+    bool reached = false;
+    std::exception_ptr error;
+    int watchers = 0;  // waits issued for this point that have not read it yet
+  };
+  // Keeps the last record (waits issued from now on stand for it), points not reached yet,
+  // and points a wait has still to read: normally one or two points.
+  void forget_unneeded() {
+    std::erase_if(points_, [&](const auto& kv) {
+      const auto& [gen, p] = kv;
+      return gen != recorded_ && p.reached && p.watchers == 0;
+    });
+  }
+
   std::mutex mu_;
   std::condition_variable cv_;
   std::uint64_t recorded_ = 0;
-  std::uint64_t reached_ = 0;
-  std::exception_ptr error_;
+  std::map<std::uint64_t, Point> points_;
 };
 
 class SimStream final : public DeviceStream {
@@ -97,12 +126,12 @@ class SimStream final : public DeviceStream {
     std::uint64_t gen = e.begin_record();
     push([&e, gen, this] { e.reach(gen, error_); });
   }
-  void wait(StreamEvent& event) override {
+  void wait(StreamEvent& event, WaitKind kind) override {
     auto& e = static_cast<SimEvent&>(event);
-    std::uint64_t gen = e.target();
-    push([&e, gen, this] {
+    std::uint64_t gen = e.watch();
+    push([&e, gen, kind, this] {
       std::exception_ptr error = e.wait_for(gen);
-      if (error && !error_) error_ = std::move(error);
+      if (kind == WaitKind::data && error && !error_) error_ = std::move(error);
     });
   }
   void synchronize() override {
@@ -157,6 +186,7 @@ class SimBackend final : public DeviceBackend {
   int device_count() const noexcept override { return devices_; }
   std::string name() const override { return "simulated"; }
   std::unique_ptr<DeviceStream> make_stream(int device, Lane lane) override {
+    check_lane(device, lane);
     check(device);
     return std::make_unique<SimStream>(device, lane);
   }
