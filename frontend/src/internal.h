@@ -10,7 +10,8 @@
 
 namespace depengine::detail {
 
-// Array storage: 64-byte aligned floats, counted in nd::memory_stats().
+// Array storage: 64-byte aligned floats, counted in nd::memory_stats(). `elements` is the
+// count of a shape that passed checked_size.
 float* allocate_storage(std::size_t elements);
 void free_storage(float* p, std::size_t elements) noexcept;
 
@@ -78,14 +79,29 @@ struct Context {
 Context& current_context();
 
 struct ArrayInternals {
-  // A new, uninitialized array on `e` (and `device`).
-  static NDArray make(Engine& e, Shape shape);
-  static NDArray make(Engine& e, Shape shape, Device device);
+  // A new, uninitialized array on `e` (and `device`). Checks `shape` first (checked_size,
+  // naming `op`), so a shape that does not fit throws before anything is allocated.
+  static NDArray make(Engine& e, Shape shape, const char* op);
+  static NDArray make(Engine& e, Shape shape, Device device, const char* op);
   static NDArray view(const NDArray& a, Shape shape) { return NDArray(a.chunk_, std::move(shape)); }
   static Chunk* chunk(const NDArray& a) noexcept { return a.chunk_.get(); }
 };
 
+// The element count of `shape`, checked: the one check every shape made by the frontend
+// passes (ArrayInternals::make, reshape, array). Throws Error "<op>: shape (...) ..." when
+// the shape has more than kMaxNdim dimensions, when its element count does not fit in
+// size_t, or when the product of its non-zero dimensions is more than ops::kMaxFloats (its
+// bytes would pass PTRDIFF_MAX). A shape that passed it has every product of some of its
+// dimensions — strides, loop bounds, outer and inner sizes — in size_t, and its bytes too.
+std::size_t checked_size(const Shape& shape, const char* op);
+
+// The element count of a shape that passed checked_size (an array's).
 std::size_t shape_size(const Shape& shape) noexcept;
+
+// ops::check_gemm for the product `op` of arrays of shapes `a` and `b`, at push time: its
+// Error (a size beyond the int that BLAS takes) also names the two shapes.
+void check_gemm(const char* op, const Shape& a, const Shape& b, std::size_t m, std::size_t n,
+                std::size_t k, std::size_t lda, std::size_t ldb, std::size_t ldc);
 
 // The chunk of `a`; throws Error "<op>: ..." for a null array.
 Chunk& require(const NDArray& a, const char* op);

@@ -1,4 +1,5 @@
 // NDArray handles, storage, engine contexts and blockers.
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <mutex>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "depengine/config.h"
+#include "depengine/ops/size.h"
 #include "internal.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -67,7 +69,8 @@ class HostPool {
   void give(void* p, std::size_t bytes) noexcept {
     {
       std::lock_guard lk(mu_);
-      if (cached_.load(std::memory_order_relaxed) + bytes <= kPoolCap) {
+      // cached_ <= kPoolCap: subtracting cannot wrap, adding `bytes` might.
+      if (bytes <= kPoolCap - cached_.load(std::memory_order_relaxed)) {
         try {
           free_[bytes].push_back(p);
           cached_ += bytes;
@@ -99,7 +102,7 @@ HostPool& host_pool() {
 
 float* allocate_storage(std::size_t elements) {
   if (elements == 0) return nullptr;
-  const std::size_t bytes = elements * sizeof(float);
+  const std::size_t bytes = ops::float_bytes(elements, "array");
   float* p = host_pool().take(bytes);
   const std::size_t now = g_in_use.fetch_add(bytes, std::memory_order_relaxed) + bytes;
   std::size_t peak = g_peak.load(std::memory_order_relaxed);
@@ -110,8 +113,9 @@ float* allocate_storage(std::size_t elements) {
 
 void free_storage(float* p, std::size_t elements) noexcept {
   if (!p) return;
-  host_pool().give(p, elements * sizeof(float));
-  g_in_use.fetch_sub(elements * sizeof(float), std::memory_order_relaxed);
+  const std::size_t bytes = elements * sizeof(float);  // allocate_storage checked it
+  host_pool().give(p, bytes);
+  g_in_use.fetch_sub(bytes, std::memory_order_relaxed);
 }
 
 bool check_device(const Engine& e, Device d, const char* op) {
@@ -215,13 +219,41 @@ Context& current_context() {
   return default_context;
 }
 
-NDArray ArrayInternals::make(Engine& e, Shape shape) {
-  return make(e, std::move(shape), Device::cpu());
+NDArray ArrayInternals::make(Engine& e, Shape shape, const char* op) {
+  return make(e, std::move(shape), Device::cpu(), op);
 }
 
-NDArray ArrayInternals::make(Engine& e, Shape shape, Device device) {
-  const std::size_t n = shape_size(shape);
+NDArray ArrayInternals::make(Engine& e, Shape shape, Device device, const char* op) {
+  const std::size_t n = checked_size(shape, op);
   return NDArray(std::make_shared<Chunk>(e, n, device), std::move(shape));
+}
+
+std::size_t checked_size(const Shape& shape, const char* op) {
+  if (shape.size() > kMaxNdim) {
+    // Not printed: it may have any number of dimensions.
+    throw Error(std::string(op) + ": a shape of " + std::to_string(shape.size()) +
+                " dimensions has more than the " + std::to_string(kMaxNdim) +
+                " an array may have (kMaxNdim)");
+  }
+  const bool empty = std::find(shape.begin(), shape.end(), 0) != shape.end();
+  std::size_t nonzero = 1;
+  for (std::size_t d : shape) {
+    if (d != 0 && __builtin_mul_overflow(nonzero, d, &nonzero)) {
+      throw Error(std::string(op) + ": shape " + shape_str(shape) +
+                  (empty ? " is too big: the product of its non-zero dimensions does not fit "
+                           "in size_t"
+                         : " has more elements than fit in size_t"));
+    }
+  }
+  if (nonzero > ops::kMaxFloats) {
+    const std::string count = std::to_string(nonzero);
+    throw Error(std::string(op) + ": shape " + shape_str(shape) + " is too big: " +
+                (empty ? "the product of its non-zero dimensions, " + count + ", times 4 bytes is"
+                       : count + " float32 elements take") +
+                " more than the " + std::to_string(ops::kMaxBytes) +
+                " bytes (PTRDIFF_MAX) one array may have");
+  }
+  return empty ? 0 : nonzero;
 }
 
 std::size_t shape_size(const Shape& shape) noexcept {
@@ -283,7 +315,7 @@ float NDArray::item() const {
 
 NDArray NDArray::reshape(Shape shape) const {
   detail::require(*this, "reshape");
-  if (detail::shape_size(shape) != size()) {
+  if (detail::checked_size(shape, "reshape") != size()) {
     throw Error("reshape: cannot reshape an array of shape " + shape_str(shape_) + " into " +
                 shape_str(shape));
   }

@@ -72,11 +72,12 @@ NDArray gemm(const NDArray& a, const NDArray& b, bool transpose_a, bool transpos
                 shape_str(sb) + (transpose_b ? ".T" : "") + " not aligned: " + std::to_string(k) +
                 " != " + std::to_string(kb));
   }
-  NDArray out = ArrayInternals::make(e, {m, n});
+  const std::size_t lda = sa[1], ldb = sb[1];
+  detail::check_gemm("gemm", sa, sb, m, n, k, lda, ldb, n);
+  NDArray out = ArrayInternals::make(e, {m, n}, "gemm");
   const float* pa = ca.data;
   const float* pb = cb.data;
   float* po = ArrayInternals::chunk(out)->data;
-  const std::size_t lda = sa[1], ldb = sb[1];
   e.push(
       [=](const RunContext& ctx) {
         ops::cpu::gemm(ctx, transpose_a, transpose_b, m, n, k, 1.0f, pa, lda, pb, ldb, 0.0f, po, n);
@@ -99,7 +100,8 @@ NDArray linear(const NDArray& x, const NDArray& w, const NDArray& b, bool relu) 
                 shape_str(b.shape()) + " do not fit (expected w (" + std::to_string(k) +
                 ", n) and b (n,))");
   }
-  NDArray out = ArrayInternals::make(e, {m, n});
+  detail::check_gemm("linear", x.shape(), w.shape(), m, n, k, k, n, n);
+  NDArray out = ArrayInternals::make(e, {m, n}, "linear");
   const float* px = cx.data;
   const float* pw = cw.data;
   const float* pb = cb.data;
@@ -116,7 +118,8 @@ NDArray linear(const NDArray& x, const NDArray& w, const NDArray& b, bool relu) 
 SoftmaxCrossEntropy softmax_cross_entropy(const NDArray& logits, const NDArray& labels) {
   const char* op = "softmax_cross_entropy";
   const auto [cz, cy, e, m, n] = logits_labels(logits, labels, op);
-  SoftmaxCrossEntropy r{ArrayInternals::make(e, {}), ArrayInternals::make(e, logits.shape())};
+  SoftmaxCrossEntropy r{ArrayInternals::make(e, {}, op),
+                         ArrayInternals::make(e, logits.shape(), op)};
   const float* pz = cz.data;
   const float* py = cy.data;
   float* pl = r.loss.data();
@@ -134,7 +137,7 @@ NDArray relu_backward(const NDArray& y, const NDArray& dy) {
     throw Error("relu_backward: shapes " + shape_str(y.shape()) + " and " +
                 shape_str(dy.shape()) + " differ");
   }
-  NDArray out = ArrayInternals::make(e, y.shape());
+  NDArray out = ArrayInternals::make(e, y.shape(), "relu_backward");
   const float* py = cy.data;
   const float* pd = cd.data;
   float* po = out.data();
@@ -162,7 +165,7 @@ void sgd_update(NDArray& w, const NDArray& grad, float lr, float weight_decay) {
 NDArray count_correct(const NDArray& logits, const NDArray& labels) {
   const char* op = "count_correct";
   const auto [cz, cy, e, m, n] = logits_labels(logits, labels, op);
-  NDArray out = ArrayInternals::make(e, {});
+  NDArray out = ArrayInternals::make(e, {}, op);
   const float* pz = cz.data;
   const float* py = cy.data;
   float* po = out.data();

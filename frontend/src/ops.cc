@@ -5,6 +5,7 @@
 // device it enqueues the CUDA kernels on the op's stream; on a simulated GPU it runs the CPU
 // kernels inside the stream (enqueue_host), so every GPU path of the frontend runs without
 // a GPU. Storage pointers are resolved when the body runs (detail::Ptr).
+#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <optional>
@@ -33,6 +34,12 @@ using detail::require;
 
 Chunk& chunk(const NDArray& a) noexcept { return *ArrayInternals::chunk(a); }
 Ptr ptr(const NDArray& a) noexcept { return detail::ptr(chunk(a)); }
+
+// The shortest text that reads back as `x` ("1e+30", "0.1", "nan").
+std::string str(double x) {
+  char buf[32];
+  return std::string(buf, std::to_chars(buf, buf + sizeof buf, x).ptr);
+}
 
 Engine& same_engine(const Chunk& a, const Chunk& b, const char* op) {
   if (a.engine != b.engine) throw Error(std::string(op) + ": the arrays live on different engines");
@@ -193,7 +200,7 @@ NDArray binary(ops::Binary op, const NDArray& a, const NDArray& b) {
     throw Error(std::string(name) + ": shapes " + shape_str(a.shape()) + " and " +
                 shape_str(b.shape()) + " cannot be broadcast together");
   }
-  NDArray out = ArrayInternals::make(e, *out_shape, ca.device);
+  NDArray out = ArrayInternals::make(e, *out_shape, ca.device, name);
   push_binary(op, ca, a.shape(), cb, b.shape(), chunk(out), out.shape());
   return out;
 }
@@ -221,14 +228,14 @@ void push_scalar(ops::Binary op, const Chunk& ca, float s, bool scalar_first, co
 
 NDArray scalar(ops::Binary op, const NDArray& a, float s, bool scalar_first) {
   Chunk& ca = require(a, ops::name(op));
-  NDArray out = ArrayInternals::make(*ca.engine, a.shape(), ca.device);
+  NDArray out = ArrayInternals::make(*ca.engine, a.shape(), ca.device, ops::name(op));
   push_scalar(op, ca, s, scalar_first, chunk(out), a.size());
   return out;
 }
 
 NDArray unary(ops::Unary op, const NDArray& a) {
   Chunk& ca = require(a, ops::name(op));
-  NDArray out = ArrayInternals::make(*ca.engine, a.shape(), ca.device);
+  NDArray out = ArrayInternals::make(*ca.engine, a.shape(), ca.device, ops::name(op));
   const Ptr pa = detail::ptr(ca), po = ptr(out);
   const std::size_t n = a.size();
   launch(chunk(out), {ca.var}, {chunk(out).var}, ops::name(op),
@@ -243,7 +250,7 @@ NDArray reduce_all(ops::Reduce op, const NDArray& a) {
     throw Error(std::string(name) + ": the array of shape " + shape_str(a.shape()) +
                 " is empty and has no maximum");
   }
-  NDArray out = ArrayInternals::make(*ca.engine, {}, ca.device);
+  NDArray out = ArrayInternals::make(*ca.engine, {}, ca.device, name);
   const Ptr pa = detail::ptr(ca), po = ptr(out);
   const std::size_t n = a.size();
   launch(chunk(out), {ca.var}, {chunk(out).var}, name,
@@ -266,6 +273,7 @@ NDArray reduce_axis(ops::Reduce op, const NDArray& a, int axis) {
     throw Error(std::string(name) + ": axis " + std::to_string(axis) + " of shape " +
                 shape_str(s) + " is empty and has no maximum");
   }
+  // Products of some of the dimensions of a's checked shape: they fit (checked_size).
   std::size_t outer = 1, inner = 1;
   Shape out_shape;
   for (long d = 0; d < nd; ++d) {
@@ -274,7 +282,7 @@ NDArray reduce_axis(ops::Reduce op, const NDArray& a, int axis) {
     if (d > ax) inner *= dim;
     if (d != ax) out_shape.push_back(dim);
   }
-  NDArray out = ArrayInternals::make(*ca.engine, std::move(out_shape), ca.device);
+  NDArray out = ArrayInternals::make(*ca.engine, std::move(out_shape), ca.device, name);
   const Ptr pa = detail::ptr(ca), po = ptr(out);
   launch(chunk(out), {ca.var}, {chunk(out).var}, name, [=](const RunContext& ctx, auto k) {
     k.reduce_axis(ctx, op, pa.get(), outer, len, inner, po.get());
@@ -284,7 +292,7 @@ NDArray reduce_axis(ops::Reduce op, const NDArray& a, int axis) {
 
 NDArray fill(const Shape& shape, float value, Device device, const char* name) {
   detail::check_device(current_engine(), device, name);
-  NDArray out = ArrayInternals::make(current_engine(), shape, device);
+  NDArray out = ArrayInternals::make(current_engine(), shape, device, name);
   const Ptr po = ptr(out);
   const std::size_t n = out.size();
   launch(chunk(out), {}, {chunk(out).var}, name,
@@ -327,13 +335,23 @@ void push_random(const Chunk& out, std::size_t n, const char* name, Draw draw) {
 
 }  // namespace
 
+void detail::check_gemm(const char* op, const Shape& a, const Shape& b, std::size_t m,
+                        std::size_t n, std::size_t k, std::size_t lda, std::size_t ldb,
+                        std::size_t ldc) {
+  try {
+    ops::check_gemm(op, m, n, k, lda, ldb, ldc);
+  } catch (const Error& e) {
+    throw Error(std::string(e.what()) + " (shapes " + shape_str(a) + " and " + shape_str(b) + ")");
+  }
+}
+
 NDArray NDArray::copy() const { return nd::copy(*this); }
 
 NDArray NDArray::copy_to(Device device) const {
   Chunk& ca = require(*this, "copy_to");
   detail::check_device(*ca.engine, device, "copy_to");
   if (device == ca.device) return nd::copy(*this);
-  NDArray out = ArrayInternals::make(*ca.engine, shape(), device);
+  NDArray out = ArrayInternals::make(*ca.engine, shape(), device, "copy_to");
   const Chunk& co = chunk(out);
   const Device from = ca.device, to = device;
   // Host to GPU and GPU to GPU on the destination's copy-in lane; GPU to host on the
@@ -427,13 +445,18 @@ NDArray full(const Shape& shape, float value, Device device) {
 NDArray arange(double start, double stop, double step, Device device) {
   detail::check_device(current_engine(), device, "arange");
   if (step == 0.0 || !std::isfinite(step) || !std::isfinite(start) || !std::isfinite(stop)) {
-    throw Error("arange: start, stop and a non-zero step must be finite (got " +
-                std::to_string(start) + ", " + std::to_string(stop) + ", " +
-                std::to_string(step) + ")");
+    throw Error("arange: start, stop and a non-zero step must be finite (got " + str(start) +
+                ", " + str(stop) + ", " + str(step) + ")");
   }
   const double count = std::ceil((stop - start) / step);
+  // 2^64: converting a double from there up to size_t is undefined. Smaller counts that an
+  // array cannot hold are left to the shape check, like any shape.
+  if (!(count < 0x1p64)) {
+    throw Error("arange: start " + str(start) + ", stop " + str(stop) + " and step " +
+                str(step) + " give " + str(count) + " elements, more than fit in size_t");
+  }
   const std::size_t n = count > 0 ? static_cast<std::size_t>(count) : 0;
-  NDArray out = ArrayInternals::make(current_engine(), {n}, device);
+  NDArray out = ArrayInternals::make(current_engine(), {n}, device, "arange");
   const Ptr po = ptr(out);
   launch(chunk(out), {}, {chunk(out).var}, "arange",
          [=](const RunContext& ctx, auto k) { k.arange(ctx, po.get(), n, start, step); });
@@ -442,12 +465,12 @@ NDArray arange(double start, double stop, double step, Device device) {
 
 NDArray array(std::span<const float> values, const Shape& shape, Device device) {
   detail::check_device(current_engine(), device, "array");
-  if (values.size() != detail::shape_size(shape)) {
+  if (values.size() != detail::checked_size(shape, "array")) {
     throw Error("array: " + std::to_string(values.size()) + " values do not fill shape " +
                 shape_str(shape));
   }
   if (device.is_gpu()) return array(values, shape, Device::cpu()).copy_to(device);
-  NDArray out = ArrayInternals::make(current_engine(), shape);
+  NDArray out = ArrayInternals::make(current_engine(), shape, "array");
   // The storage is new and its var has no pending access, so the caller may fill it here.
   if (!values.empty()) std::memcpy(chunk(out).data, values.data(), values.size_bytes());
   return out;
@@ -463,7 +486,7 @@ NDArray random_uniform(const Shape& shape, float low, float high, Device device)
     throw Error("random_uniform: low " + std::to_string(low) + " is above high " +
                 std::to_string(high));
   }
-  NDArray out = ArrayInternals::make(current_engine(), shape, device);
+  NDArray out = ArrayInternals::make(current_engine(), shape, device, "random_uniform");
   const std::size_t n = out.size();
   push_random(chunk(out), n, "random_uniform",
               [=](const RunContext& ctx, auto k, std::uint64_t key, std::uint64_t counter,
@@ -476,7 +499,7 @@ NDArray random_normal(const Shape& shape, float mean, float stddev, Device devic
   if (!(stddev >= 0.0f)) {
     throw Error("random_normal: stddev " + std::to_string(stddev) + " is negative");
   }
-  NDArray out = ArrayInternals::make(current_engine(), shape, device);
+  NDArray out = ArrayInternals::make(current_engine(), shape, device, "random_normal");
   const std::size_t n = out.size();
   push_random(chunk(out), n, "random_normal",
               [=](const RunContext& ctx, auto k, std::uint64_t key, std::uint64_t counter,
@@ -511,10 +534,11 @@ NDArray dot(const NDArray& a, const NDArray& b) {
                 std::to_string(k) + " (dim " + std::to_string(sa.size() - 1) + ") != " +
                 std::to_string(kb) + " (dim 0)");
   }
+  detail::check_gemm("dot", sa, sb, m, n, k, k, n, n);
   Shape out_shape;
   if (sa.size() == 2) out_shape.push_back(m);
   if (sb.size() == 2) out_shape.push_back(n);
-  NDArray out = ArrayInternals::make(e, std::move(out_shape), ca.device);
+  NDArray out = ArrayInternals::make(e, std::move(out_shape), ca.device, "dot");
   const Ptr pa = detail::ptr(ca), pb = detail::ptr(cb), po = ptr(out);
   launch(chunk(out), {ca.var, cb.var}, {chunk(out).var}, "dot",
          [=](const RunContext& ctx, auto kernels) {
@@ -556,7 +580,7 @@ NDArray argmax(const NDArray& a, int axis) { return reduce_axis(ops::Reduce::arg
 
 NDArray copy(const NDArray& a) {
   Chunk& ca = require(a, "copy");
-  NDArray out = ArrayInternals::make(*ca.engine, a.shape(), ca.device);
+  NDArray out = ArrayInternals::make(*ca.engine, a.shape(), ca.device, "copy");
   const Ptr pa = detail::ptr(ca), po = ptr(out);
   const std::size_t n = a.size();
   launch(chunk(out), {ca.var}, {chunk(out).var}, "copy",
@@ -572,7 +596,7 @@ NDArray transpose(const NDArray& a) {
                 shape_str(a.shape()));
   }
   const std::size_t rows = a.shape()[0], cols = a.shape()[1];
-  NDArray out = ArrayInternals::make(*ca.engine, {cols, rows}, ca.device);
+  NDArray out = ArrayInternals::make(*ca.engine, {cols, rows}, ca.device, "transpose");
   const Ptr pa = detail::ptr(ca), po = ptr(out);
   launch(chunk(out), {ca.var}, {chunk(out).var}, "transpose",
          [=](const RunContext& ctx, auto k) { k.transpose(ctx, pa.get(), rows, cols, po.get()); });

@@ -49,7 +49,22 @@
 namespace depengine {
 
 // Dimensions, outermost first. {} is a 0-d array holding one element.
+//
+// Limits, checked wherever a shape is made — creation functions, reshape, broadcasting, dot
+// and gemm results, reductions — when the op is called, before anything is pushed or
+// allocated (a shape that breaks one throws depengine::Error naming the op and the shape,
+// and the engine goes on):
+// - at most kMaxNdim dimensions;
+// - the product of the dimensions that are not 0, times 4 bytes, at most PTRDIFF_MAX
+//   (numpy's rule: an empty array may not have dimensions whose product would overflow
+//   either, since strides and loop bounds are computed from them). So an array's element
+//   count, its byte size and every product of some of its dimensions fit in size_t.
+// Matrix products also need each dimension at most INT_MAX, the int that BLAS takes.
 using Shape = std::vector<std::size_t>;
+
+// The most dimensions a shape may have: 32, numpy's limit before 2.0 (NPY_MAXDIMS; 64 since).
+// Among others, it bounds the recursion of printing.
+inline constexpr std::size_t kMaxNdim = 32;
 
 // numpy's spelling: "(2, 3)", "(5,)", "()".
 std::string shape_str(const Shape& shape);
@@ -100,6 +115,7 @@ class NDArray {
   //   NDArray g = x.copy_to(depengine::Device::gpu(0));
   NDArray copy_to(Device device) const;
   // A view with another shape and the same storage and var (no copy, nothing pushed).
+  // `shape` must have size() elements and be within the limits of Shape.
   NDArray reshape(Shape shape) const;
   // The transpose of a 2-D array (a copy); 0-d and 1-d arrays are copied as they are.
   NDArray T() const;
@@ -182,7 +198,9 @@ namespace nd {
 NDArray zeros(const Shape& shape, Device device = Device::cpu());
 NDArray ones(const Shape& shape, Device device = Device::cpu());
 NDArray full(const Shape& shape, float value, Device device = Device::cpu());
-// 1-d: start, start + step, ... while < stop (> stop for a negative step).
+// 1-d: start, start + step, ... while < stop (> stop for a negative step). start, stop and
+// step must be finite and step non-zero; a count ⌈(stop - start) / step⌉ that does not fit
+// an array (arange(0, 1e30)) is an Error, as for any shape.
 NDArray arange(double start, double stop, double step = 1.0, Device device = Device::cpu());
 // Copies `values` (row-major, size = product of shape) into a new array at once, so the
 // caller may reuse its buffer.

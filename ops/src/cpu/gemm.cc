@@ -6,15 +6,38 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <limits>
 #include <mutex>
+#include <string>
+#include <utility>
 
+#include "depengine/error.h"
 #include "parallel.h"
 
-namespace depengine::ops::cpu {
+namespace depengine::ops {
+
+void check_gemm(const char* op, std::size_t m, std::size_t n, std::size_t k, std::size_t lda,
+                std::size_t ldb, std::size_t ldc) {
+  if (m == 0 || n == 0) return;
+  const std::pair<const char*, std::size_t> dims[] = {{"m", m},     {"n", n},     {"k", k},
+                                                      {"lda", lda}, {"ldb", ldb}, {"ldc", ldc}};
+  for (const auto& [what, v] : dims) {
+    if (v > kGemmMaxDim) {
+      throw Error(std::string(op) + ": " + what + " = " + std::to_string(v) + " exceeds " +
+                  std::to_string(kGemmMaxDim) +
+                  ", the largest size cblas_sgemm and cublasSgemm take (int)");
+    }
+  }
+}
+
+namespace cpu {
 namespace {
 
 // Below this many multiply-adds one sgemm call beats splitting into tasks.
 constexpr std::size_t kSerialFlops = std::size_t{64} * 64 * 64;
+
+static_assert(static_cast<std::size_t>(std::numeric_limits<blasint>::max()) >= kGemmMaxDim,
+              "cblas_sgemm must take every size check_gemm lets through");
 
 void sgemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, float alpha,
            const float* a, std::size_t lda, const float* b, std::size_t ldb, float beta,
@@ -36,6 +59,7 @@ void gemm(const RunContext&, bool trans_a, bool trans_b, std::size_t m, std::siz
           std::size_t k, float alpha, const float* a, std::size_t lda, const float* b,
           std::size_t ldb, float beta, float* c, std::size_t ldc) {
   if (m == 0 || n == 0) return;
+  check_gemm("gemm", m, n, k, lda, ldb, ldc);
   pin_blas_threads();
   if (k == 0) {
     for (std::size_t i = 0; i < m; ++i) {
@@ -45,12 +69,13 @@ void gemm(const RunContext&, bool trans_a, bool trans_b, std::size_t m, std::siz
     }
     return;
   }
-  auto tiles_of = [&](std::size_t t) { return ((m + t - 1) / t) * ((n + t - 1) / t); };
+  // m, n, k <= kGemmMaxDim (2^31 - 1): m · n fits, m · n · k may not, hence the division.
+  auto tiles_of = [&](std::size_t t) { return detail::ceil_div(m, t) * detail::ceil_div(n, t); };
   std::size_t tile = kGemmTile;
   while (tile > kGemmMinTile && tiles_of(tile) < kGemmMinTiles) tile /= 2;
-  const std::size_t tiles_m = (m + tile - 1) / tile;
-  const std::size_t tiles_n = (n + tile - 1) / tile;
-  if (tiles_m * tiles_n == 1 || m * n * k <= kSerialFlops) {
+  const std::size_t tiles_m = detail::ceil_div(m, tile);
+  const std::size_t tiles_n = detail::ceil_div(n, tile);
+  if (tiles_m * tiles_n == 1 || m * n <= kSerialFlops / k) {
     sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
@@ -66,4 +91,5 @@ void gemm(const RunContext&, bool trans_a, bool trans_b, std::size_t m, std::siz
   });
 }
 
-}  // namespace depengine::ops::cpu
+}  // namespace cpu
+}  // namespace depengine::ops

@@ -24,11 +24,21 @@ namespace depengine::ops::cpu::detail {
 // large enough to hide the task overhead, small enough to spread a 1 MiB array.
 inline constexpr std::size_t kElementGrain = 32 * 1024;
 
-// Calls body(begin, end) for [c·grain, min(n, (c+1)·grain)) for every chunk c, in parallel.
+// ⌈n / d⌉ for d > 0, without the overflow of (n + d - 1) / d for n near SIZE_MAX.
+constexpr std::size_t ceil_div(std::size_t n, std::size_t d) noexcept {
+  return n / d + (n % d != 0);
+}
+
+// Calls body(begin, end) for [c·grain, min(n, (c+1)·grain)) for every chunk c, in parallel
+// (grain > 0; no bound wraps, whatever n).
 template <class Body>
 void parallel_chunks(std::size_t n, std::size_t grain, const Body& body) {
   if (n == 0) return;
-  const std::size_t chunks = (n + grain - 1) / grain;
+  const std::size_t chunks = ceil_div(n, grain);
+  auto run = [&](std::size_t c) {
+    const std::size_t begin = c * grain;
+    body(begin, begin + std::min(grain, n - begin));
+  };
   if (chunks == 1) {
     body(std::size_t{0}, n);
     return;
@@ -38,16 +48,14 @@ void parallel_chunks(std::size_t n, std::size_t grain, const Body& body) {
   // its small-object pool across threads, read as races to ThreadSanitizer. Under TSan the
   // chunks run in order on the calling thread, which gives the same results (chunking is
   // fixed); the engine's concurrency between operations is still fully exercised.
-  for (std::size_t c = 0; c < chunks; ++c) body(c * grain, std::min(n, (c + 1) * grain));
+  for (std::size_t c = 0; c < chunks; ++c) run(c);
 #else
   const ParallelRegion region;  // calls idle engine workers back to take chunks
   oneapi::tbb::this_task_arena::isolate([&] {
     oneapi::tbb::parallel_for(
         oneapi::tbb::blocked_range<std::size_t>(0, chunks, 1),
         [&](const oneapi::tbb::blocked_range<std::size_t>& r) {
-          for (std::size_t c = r.begin(); c != r.end(); ++c) {
-            body(c * grain, std::min(n, (c + 1) * grain));
-          }
+          for (std::size_t c = r.begin(); c != r.end(); ++c) run(c);
         },
         oneapi::tbb::simple_partitioner());
   });

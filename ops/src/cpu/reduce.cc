@@ -63,7 +63,7 @@ MaxAt block_max(const float* a, std::size_t n, std::size_t offset) {
 }  // namespace
 
 void reduce_all(const RunContext&, Reduce op, const float* a, std::size_t n, float* out) {
-  const std::size_t blocks = (n + kBlock - 1) / kBlock;
+  const std::size_t blocks = detail::ceil_div(n, kBlock);
   if (op == Reduce::sum || op == Reduce::mean) {
     std::vector<double> part(blocks);
     detail::parallel_chunks(n, kBlock, [&](std::size_t b, std::size_t e) {

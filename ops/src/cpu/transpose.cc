@@ -11,10 +11,11 @@ namespace depengine::ops::cpu {
 void transpose(const RunContext&, const float* a, std::size_t rows, std::size_t cols,
                float* out) {
   constexpr std::size_t kTile = 32;
-  const std::size_t row_tiles = (rows + kTile - 1) / kTile;
-  // Parallel over bands of kTile rows of `a` (grain: enough bands for ~kElementGrain).
+  const std::size_t row_tiles = detail::ceil_div(rows, kTile);
+  // Parallel over bands of kTile rows of `a` (grain: enough bands for ~kElementGrain). Divided
+  // in two steps: kTile · cols wraps (to 0 for cols = 2^59) when `a` has no rows.
   const std::size_t grain =
-      std::max<std::size_t>(1, detail::kElementGrain / (kTile * std::max<std::size_t>(cols, 1)));
+      std::max<std::size_t>(1, detail::kElementGrain / kTile / std::max<std::size_t>(cols, 1));
   detail::parallel_chunks(row_tiles, grain, [&](std::size_t t0, std::size_t t1) {
     for (std::size_t t = t0; t < t1; ++t) {
       const std::size_t r0 = t * kTile, r1 = std::min(rows, r0 + kTile);

@@ -34,7 +34,7 @@ constexpr unsigned kThreads = 256;
 
 // Blocks for n elements in a grid-stride loop (capped; each thread loops over the rest).
 inline unsigned blocks_for(std::size_t n) {
-  const std::size_t b = (n + kThreads - 1) / kThreads;
+  const std::size_t b = n / kThreads + (n % kThreads != 0);  // ⌈n / kThreads⌉, no wrap
   return static_cast<unsigned>(b < 65535 * 8 ? (b ? b : 1) : 65535 * 8);
 }
 

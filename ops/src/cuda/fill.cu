@@ -1,5 +1,6 @@
 // GPU fills, ranges and device copies.
 #include "common.cuh"
+#include "depengine/ops/size.h"
 #include "kernels.h"
 
 namespace depengine::ops::cuda {
@@ -39,8 +40,9 @@ void arange(const RunContext& ctx, float* out, std::size_t n, double start, doub
 void copy(const RunContext& ctx, const float* src, float* dst, std::size_t n) {
   cudaStream_t s = detail::stream_of(ctx, "copy");
   if (n == 0) return;
-  detail::check(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, s), ctx,
-                "copy (cudaMemcpyAsync)");
+  detail::check(
+      cudaMemcpyAsync(dst, src, float_bytes(n, "copy"), cudaMemcpyDeviceToDevice, s), ctx,
+      "copy (cudaMemcpyAsync)");
 }
 
 }  // namespace depengine::ops::cuda

@@ -3,11 +3,11 @@
 // destroyed when the thread ends.
 #include <cublas_v2.h>
 
-#include <limits>
 #include <string>
 #include <unordered_map>
 
 #include "common.cuh"
+#include "depengine/ops/gemm.h"
 #include "kernels.h"
 
 namespace depengine::ops::cuda {
@@ -39,14 +39,6 @@ class Handles {
   std::unordered_map<cudaStream_t, cublasHandle_t> handles_;
 };
 
-int as_int(std::size_t v, const char* what) {
-  if (v > static_cast<std::size_t>(std::numeric_limits<int>::max())) {
-    throw Error(std::string("gemm: ") + what + " = " + std::to_string(v) +
-                " exceeds cuBLAS's int range");
-  }
-  return static_cast<int>(v);
-}
-
 }  // namespace
 
 void gemm(const RunContext& ctx, bool trans_a, bool trans_b, std::size_t m, std::size_t n,
@@ -54,12 +46,14 @@ void gemm(const RunContext& ctx, bool trans_a, bool trans_b, std::size_t m, std:
           std::size_t ldb, float beta, float* c, std::size_t ldc) {
   cudaStream_t s = detail::stream_of(ctx, "gemm");
   if (m == 0 || n == 0) return;
+  check_gemm("gemm", m, n, k, lda, ldb, ldc);
+  auto as_int = [](std::size_t v) { return static_cast<int>(v); };  // checked just above
   thread_local Handles handles;
   cublasHandle_t h = handles.get(ctx, s);
   // Row-major C = op(A)·op(B) is column-major Cᵀ = op(B)ᵀ·op(A)ᵀ: swap the operands.
   check_blas(cublasSgemm(h, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
-                         as_int(n, "n"), as_int(m, "m"), as_int(k, "k"), &alpha, b,
-                         as_int(ldb, "ldb"), a, as_int(lda, "lda"), &beta, c, as_int(ldc, "ldc")),
+                         as_int(n), as_int(m), as_int(k), &alpha, b, as_int(ldb), a,
+                         as_int(lda), &beta, c, as_int(ldc)),
              ctx, "cublasSgemm");
 }
 

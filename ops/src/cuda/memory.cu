@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "common.cuh"
+#include "depengine/ops/size.h"
 #include "kernels.h"
 
 namespace depengine::ops::cuda {
@@ -31,7 +32,7 @@ float* allocate(const RunContext& ctx, std::size_t n) {
   if (n == 0) return nullptr;
   keep_pool_memory(ctx);
   void* p = nullptr;
-  detail::check(cudaMallocAsync(&p, n * sizeof(float), s), ctx, "cudaMallocAsync");
+  detail::check(cudaMallocAsync(&p, float_bytes(n, "allocate"), s), ctx, "cudaMallocAsync");
   return static_cast<float*>(p);
 }
 
@@ -41,11 +42,12 @@ void deallocate(const RunContext& ctx, float* p) {
 }
 
 float* allocate_pinned(std::size_t n) {
+  const std::size_t bytes = float_bytes(n, "allocate_pinned");
   void* p = nullptr;
-  const cudaError_t e = cudaMallocHost(&p, n * sizeof(float));
+  const cudaError_t e = cudaMallocHost(&p, bytes);
   if (e != cudaSuccess) {
     cudaGetLastError();
-    throw Error(std::string("cudaMallocHost of ") + std::to_string(n * sizeof(float)) +
+    throw Error(std::string("cudaMallocHost of ") + std::to_string(bytes) +
                 " bytes: " + cudaGetErrorString(e));
   }
   return static_cast<float*>(p);
@@ -58,23 +60,26 @@ void free_pinned(float* p) noexcept {
 void copy_to_device(const RunContext& ctx, const float* host, float* device, std::size_t n) {
   cudaStream_t s = detail::stream_of(ctx, "copy_to_device");
   if (n == 0) return;
-  detail::check(cudaMemcpyAsync(device, host, n * sizeof(float), cudaMemcpyHostToDevice, s), ctx,
-                "copy_to_device (cudaMemcpyAsync)");
+  detail::check(cudaMemcpyAsync(device, host, float_bytes(n, "copy_to_device"),
+                                cudaMemcpyHostToDevice, s),
+                ctx, "copy_to_device (cudaMemcpyAsync)");
 }
 
 void copy_to_host(const RunContext& ctx, const float* device, float* host, std::size_t n) {
   cudaStream_t s = detail::stream_of(ctx, "copy_to_host");
   if (n == 0) return;
-  detail::check(cudaMemcpyAsync(host, device, n * sizeof(float), cudaMemcpyDeviceToHost, s), ctx,
-                "copy_to_host (cudaMemcpyAsync)");
+  detail::check(cudaMemcpyAsync(host, device, float_bytes(n, "copy_to_host"),
+                                cudaMemcpyDeviceToHost, s),
+                ctx, "copy_to_host (cudaMemcpyAsync)");
 }
 
 void copy_peer(const RunContext& ctx, const float* src, int src_device, float* dst, int dst_device,
                std::size_t n) {
   cudaStream_t s = detail::stream_of(ctx, "copy_peer");
   if (n == 0) return;
-  detail::check(cudaMemcpyPeerAsync(dst, dst_device, src, src_device, n * sizeof(float), s), ctx,
-                "copy_peer (cudaMemcpyPeerAsync)");
+  detail::check(
+      cudaMemcpyPeerAsync(dst, dst_device, src, src_device, float_bytes(n, "copy_peer"), s), ctx,
+      "copy_peer (cudaMemcpyPeerAsync)");
 }
 
 }  // namespace depengine::ops::cuda

@@ -9,14 +9,29 @@
 // Thread-safe.
 #pragma once
 
+#include <climits>
 #include <cstddef>
 
 #include "depengine/stream.h"
 
-namespace depengine::ops::cpu {
+namespace depengine::ops {
+
+// The largest m, n, k and leading dimension a GEMM takes: cblas_sgemm and cublasSgemm take
+// int, and a size beyond it is rejected rather than truncated.
+inline constexpr std::size_t kGemmMaxDim = INT_MAX;
+
+// Throws depengine::Error "<op>: k = 4294967297 exceeds 2147483647, ..." unless every one of
+// m, n, k, lda, ldb, ldc is at most kGemmMaxDim, or m or n is 0 (nothing is computed). The
+// GEMM kernels (CPU and CUDA) call it first; the frontend calls it when an op is pushed, so
+// that the error comes at the call.
+void check_gemm(const char* op, std::size_t m, std::size_t n, std::size_t k, std::size_t lda,
+                std::size_t ldb, std::size_t ldc);
+
+namespace cpu {
 
 // C = alpha · op(A) · op(B) + beta · C with op(X) = X or Xᵀ; C is m×n, op(A) m×k, op(B) k×n.
-// lda, ldb, ldc are the row strides in elements of A, B and C as stored.
+// lda, ldb, ldc are the row strides in elements of A, B and C as stored. Sizes beyond
+// kGemmMaxDim are rejected (check_gemm) before anything is read or written.
 void gemm(const RunContext& ctx, bool trans_a, bool trans_b, std::size_t m, std::size_t n,
           std::size_t k, float alpha, const float* a, std::size_t lda, const float* b,
           std::size_t ldb, float beta, float* c, std::size_t ldc);
@@ -34,4 +49,5 @@ inline constexpr std::size_t kGemmMinTiles = 8;
 // program that also calls cblas directly knows what depengine did to the process.
 void pin_blas_threads();
 
-}  // namespace depengine::ops::cpu
+}  // namespace cpu
+}  // namespace depengine::ops

@@ -26,8 +26,9 @@ std::array<std::uint32_t, 4> philox4x32(const std::array<std::uint32_t, 4>& coun
 // The block the kernels use for (key, counter): the counter's high 64 bits are zero.
 std::array<std::uint32_t, 4> philox4x32(std::uint64_t key, std::uint64_t counter) noexcept;
 
-// Counter values consumed by n outputs: one block per four numbers.
-constexpr std::uint64_t philox_blocks(std::size_t n) noexcept { return (n + 3) / 4; }
+// Counter values consumed by n outputs: one block per four numbers, ⌈n / 4⌉ (computed so
+// that it does not wrap for n near SIZE_MAX).
+constexpr std::uint64_t philox_blocks(std::size_t n) noexcept { return n / 4 + (n % 4 != 0); }
 
 // A word's top 24 bits as a float in [0, 1).
 constexpr float philox_unit(std::uint32_t word) noexcept {
