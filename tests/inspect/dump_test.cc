@@ -170,7 +170,8 @@ TEST(InspectDump, JsonVarsAreKeyedById) {
   EXPECT_EQ(g.var_name(1), "A");
   EXPECT_EQ(g.var_name(2), "A");
   try {
-    Graph::from_json("{" + nodes + R"(, "vars": [{"id": 1, "name": "A"}, {"id": 1, "name": "B"}]})");
+    Graph::from_json("{" + nodes +
+                     R"(, "vars": [{"id": 1, "name": "A"}, {"id": 1, "name": "B"}]})");
     FAIL() << "a repeated var id was accepted";
   } catch (const depengine::Error& e) {
     EXPECT_STREQ(e.what(), "graph JSON: var 1: field 'id': duplicate var id");

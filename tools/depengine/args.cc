@@ -100,7 +100,9 @@ double Args::number(const std::string& flag, double fallback, double lo, double 
   if (!s) return fallback;
   const std::string range = "[" + format_bound(lo) + ", " + format_bound(hi) + "]";
   const double v = parse_finite(flag, *s, range);
-  if (v < lo || v > hi) throw UsageError(flag + " must be a number in " + range + ", got '" + *s + "'");
+  if (v < lo || v > hi) {
+    throw UsageError(flag + " must be a number in " + range + ", got '" + *s + "'");
+  }
   return v;
 }
 
@@ -109,7 +111,9 @@ double Args::positive(const std::string& flag, double fallback, double hi) const
   if (!s) return fallback;
   const std::string range = "(0, " + format_bound(hi) + "]";
   const double v = parse_finite(flag, *s, range);
-  if (!(v > 0) || v > hi) throw UsageError(flag + " must be a number in " + range + ", got '" + *s + "'");
+  if (!(v > 0) || v > hi) {
+    throw UsageError(flag + " must be a number in " + range + ", got '" + *s + "'");
+  }
   return v;
 }
 

@@ -255,7 +255,9 @@ int generate(int argc, char** argv) {
     const double cost = args.number("--cost-us", 1000, 0, gf::kMaxCostUs);
     // The generators check each size, and the file's total size, against tighter limits.
     constexpr int kMax = 1000000;
-    auto size = [&](const char* flag, int fallback) { return args.integer(flag, fallback, 0, kMax); };
+    auto size = [&](const char* flag, int fallback) {
+      return args.integer(flag, fallback, 0, kMax);
+    };
     check_outputs(args, {"-o"});
     gf::Program p;
     if (kind == "cholesky") {

@@ -79,7 +79,9 @@ int check_stdout(const char* command, int code) {
 int main(int argc, char** argv) {
   if (argc < 2) return usage(stderr);
   std::string_view name = argv[1];
-  if (name == "--help" || name == "-h" || name == "help") return check_stdout("help", usage(stdout));
+  if (name == "--help" || name == "-h" || name == "help") {
+    return check_stdout("help", usage(stdout));
+  }
   for (const Command& c : kCommands) {
     if (name == c.name) return check_stdout(c.name, run_command(c, argc - 2, argv + 2));
   }

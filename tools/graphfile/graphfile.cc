@@ -80,7 +80,7 @@ class DuplicateKeys {
   struct Frame {
     bool object;
     std::set<std::string> keys;
-    std::string key;    // objects: the key being read
+    std::string key;       // objects: the key being read
     std::size_t elements;  // arrays: how many elements so far
   };
 
@@ -97,7 +97,8 @@ class DuplicateKeys {
     std::string path;
     for (std::size_t i = 0; i + 1 < stack_.size(); ++i) {
       const Frame& f = stack_[i];
-      path += f.object ? (path.empty() ? "" : ".") + f.key : "[" + std::to_string(f.elements - 1) + "]";
+      path += f.object ? (path.empty() ? "" : ".") + f.key
+                       : "[" + std::to_string(f.elements - 1) + "]";
     }
     throw FileError("duplicate key \"" + key + "\" in " + path +
                         " (a JSON object must not repeat a key)",
@@ -274,8 +275,8 @@ Program parse_program(std::string_view text) {
 
 namespace {
 
-// The whole of a regular file or a pipe. stat() first, so that a device or a FIFO-like
-// oddity is refused before an open() that could block on it.
+// The whole of a regular file or a pipe. stat() first, so that a device is refused before
+// an open() that could block on it (a FIFO's open waits for its writer, as `cat` does).
 std::string read_file(const std::string& path) {
   struct stat st {};
   auto check_kind = [&] {

@@ -215,7 +215,8 @@ void write_text_file(const std::string& path, std::string_view text) {
   if (out) out.close();  // flushes: a full disk shows here
   if (!out) {
     const int err = errno;
-    throw Error("cannot write '" + path + "'" + (err ? std::string(": ") + std::strerror(err) : ""));
+    throw Error("cannot write '" + path + "'" +
+                (err ? std::string(": ") + std::strerror(err) : ""));
   }
 }
 
