@@ -1,5 +1,5 @@
 // Engine construction, the process default engine, environment options, devices.
-#include <charconv>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "depengine/engine.h"
+#include "depengine/env.h"
 #include "engine_core.h"
 #include "engine_options.h"
 #include "inspect/env_observer.h"
@@ -35,20 +36,6 @@ void watch_exit_status() {
   if (detail::current_op() == nullptr) return;
   std::fflush(nullptr);
   std::_Exit(g_exit_status.load());
-}
-
-// Reads an integer variable in [lo, hi]; returns `fallback` when unset or empty.
-long env_long(const char* name, long lo, long hi, long fallback) {
-  const char* text = std::getenv(name);
-  if (!text || !*text) return fallback;
-  long value = 0;
-  const char* end = text + std::char_traits<char>::length(text);
-  auto [ptr, ec] = std::from_chars(text, end, value);
-  if (ec != std::errc() || ptr != end || value < lo || value > hi) {
-    throw Error(std::string(name) + "='" + text + "' is not an integer in [" +
-                std::to_string(lo) + ", " + std::to_string(hi) + "]");
-  }
-  return value;
 }
 
 }  // namespace

@@ -1,13 +1,15 @@
 // IDX reading through zlib's gz* functions, which read gzip and plain files alike.
 #include "fashion_mnist/idx.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <limits>
 #include <memory>
 
@@ -33,13 +35,30 @@ using GzFile = std::unique_ptr<gzFile_s, GzCloser>;
   throw Error("IDX file " + path + ": " + what);
 }
 
+// Opens without blocking and checks for a regular file first: opening a FIFO for reading
+// would otherwise wait for a writer forever, and a device or directory is never IDX data.
 GzFile open_for_reading(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) {
-    fail(path, "not found (install Debian's dataset-fashion-mnist, or pass --data DIR)");
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    if (err == ENOENT) {
+      fail(path, "not found (install Debian's dataset-fashion-mnist, or pass --data DIR)");
+    }
+    fail(path, std::string("cannot be opened: ") + std::strerror(err));
   }
-  gzFile f = gzopen(path.c_str(), "rb");
-  if (!f) fail(path, std::string("cannot be opened: ") + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    const bool dir = S_ISDIR(st.st_mode);
+    ::close(fd);
+    fail(path, dir ? "is a directory" : "is not a regular file");
+  }
+  // Regular files never block; clearing the flag keeps zlib's reads ordinary.
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  gzFile f = gzdopen(fd, "rb");
+  if (!f) {
+    ::close(fd);
+    fail(path, "cannot be opened (out of memory)");
+  }
   return GzFile(f);
 }
 

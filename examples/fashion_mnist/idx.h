@@ -4,7 +4,8 @@
 //                                               depengine::fashion_mnist::Split::train);
 //   // train.images.count == 60000, rows == cols == 28, labels in [0, 10)
 //
-// Every problem with a file — missing, not IDX (wrong magic), dimensions that make no sense,
+// Every problem with a file — missing, not a regular file (a FIFO, device or directory is
+// refused without waiting on it), not IDX (wrong magic), dimensions that make no sense,
 // shorter or longer than its header says, a label out of range, image and label files that
 // disagree on the count — throws depengine::Error naming the file and what is wrong.
 // Functions share no state and are thread-safe.

@@ -4,6 +4,7 @@
 // throws depengine::Error saying what is wrong.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -79,6 +80,19 @@ TEST_F(IdxTest, LoadPairsTheSplitFiles) {
 TEST_F(IdxTest, MissingFileIsNamed) {
   expect_error([&] { read_images(path("nope.gz")); }, "nope.gz: not found");
   expect_error([&] { load(dir_.string(), Split::train); }, "train-images-idx3-ubyte.gz: not found");
+}
+
+// Issue 11, item 14: opening a FIFO for reading used to wait for a writer forever. The
+// ctest TIMEOUT turns a regression into a failure instead of a hang.
+TEST_F(IdxTest, FifoIsRefusedWithoutBlocking) {
+  ASSERT_EQ(::mkfifo(path("fifo.gz").c_str(), 0600), 0);
+  expect_error([&] { read_images(path("fifo.gz")); }, "fifo.gz: is not a regular file");
+  expect_error([&] { read_labels(path("fifo.gz")); }, "fifo.gz: is not a regular file");
+}
+
+TEST_F(IdxTest, DirectoryIsRefused) {
+  fs::create_directories(path("d.gz"));
+  expect_error([&] { read_images(path("d.gz")); }, "d.gz: is a directory");
 }
 
 TEST_F(IdxTest, WrongMagicIsRejected) {

@@ -134,4 +134,56 @@ TEST(InspectDump, BadJsonIsAnErrorNamingNodeAndField) {
             std::string::npos);
 }
 
+// Issue 11, item 13/14: a repeated key used to be taken silently (the last one counted).
+TEST(InspectDump, JsonRepeatingAKeyIsAnErrorNamingThePlace) {
+  auto message = [](const std::string& text) {
+    try {
+      Graph::from_json(text);
+    } catch (const depengine::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const std::string node = R"({"id": 1, "name": "a", "device": "cpu", "lane": "compute",
+      "priority": 0, "cost_us": 1, "accesses": [{"var": 1, "version": 1, "mode": "write"}]})";
+  EXPECT_EQ(message(R"({"nodes": [)" + node + R"(], "nodes": []})"),
+            "graph JSON: top level: field 'nodes': duplicate key");
+  std::string twice = node;
+  twice.replace(twice.find(R"("name": "a")"), 11, R"("name": "a", "name": "b")");
+  EXPECT_EQ(message(R"({"nodes": [)" + node + ", " + twice.replace(7, 1, "2") + "]}"),
+            "graph JSON: node 1: field 'name': duplicate key");
+  std::string access = node;
+  access.replace(access.find(R"("mode": "write")"), 15, R"("mode": "write", "var": 2)");
+  EXPECT_EQ(message(R"({"nodes": [)" + access + "]}"),
+            "graph JSON: node 0 access 0: field 'var': duplicate key");
+}
+
+// Vars are told apart by id; names are labels, and may repeat, but an id may not.
+TEST(InspectDump, JsonVarsAreKeyedById) {
+  const std::string nodes = R"("nodes": [{"id": 1, "name": "a", "device": "cpu",
+      "lane": "compute", "priority": 0, "cost_us": 1,
+      "accesses": [{"var": 1, "version": 1, "mode": "write"},
+                   {"var": 2, "version": 1, "mode": "write"}]}])";
+  const Graph g = Graph::from_json(
+      "{" + nodes + R"(, "vars": [{"id": 1, "name": "A"}, {"id": 2, "name": "A"}]})");
+  EXPECT_EQ(g.vars(), (std::vector<std::uint64_t>{1, 2}));
+  EXPECT_EQ(g.var_name(1), "A");
+  EXPECT_EQ(g.var_name(2), "A");
+  try {
+    Graph::from_json("{" + nodes +
+                     R"(, "vars": [{"id": 1, "name": "A"}, {"id": 1, "name": "B"}]})");
+    FAIL() << "a repeated var id was accepted";
+  } catch (const depengine::Error& e) {
+    EXPECT_STREQ(e.what(), "graph JSON: var 1: field 'id': duplicate var id");
+  }
+  // Every dump since format version 1 gives each var its id; an entry without one is
+  // refused, not matched by name.
+  try {
+    Graph::from_json("{" + nodes + R"(, "vars": [{"name": "A"}]})");
+    FAIL() << "a var without an id was accepted";
+  } catch (const depengine::Error& e) {
+    EXPECT_STREQ(e.what(), "graph JSON: var 0: field 'id': missing");
+  }
+}
+
 }  // namespace

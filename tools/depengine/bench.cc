@@ -1,26 +1,16 @@
 // `depengine bench`: the engine scenarios on the naive and threaded engines, one table.
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <string>
-#include <string_view>
 #include <thread>
 #include <vector>
 
+#include "args.h"
 #include "commands.h"
 #include "scenarios.h"
 
 namespace depengine::cli {
 namespace {
-
-int parse_positive(std::string_view flag, const char* text) {
-  char* end = nullptr;
-  long v = std::strtol(text, &end, 10);
-  if (!*text || *end || v < 1 || v > 10'000'000) {
-    throw Error(std::string(flag) + " expects a positive integer, got '" + text + "'");
-  }
-  return static_cast<int>(v);
-}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -33,51 +23,40 @@ int ops_for(double op_us, int scale) {
   return std::max(1000, base / scale);
 }
 
+constexpr const char* kHelp =
+    "usage: depengine bench [--threads N] [--repeat K] [--scenario NAME] [--cost US]\n"
+    "                       [--quick]\n\n"
+    "Pushes each scenario (chain, independent, random_dag, fan) with empty, ~1 us and\n"
+    "~20 us ops into the naive engine and the threaded engine with N workers (default:\n"
+    "the cores; 1 to 1024), K times each (default 5; 1 to 1000), and prints median ns per\n"
+    "op, push to completion, and the threaded engine's speedup over naive. --cost US (0 to\n"
+    "1e6) runs only ops of that cost; --quick runs fewer ops, 3 times.\n";
+
 }  // namespace
 
 int bench(int argc, char** argv) {
-  int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  int repeat = 5;
-  int scale = 1;
+  if (wants_help(argc, argv)) {
+    std::fputs(kHelp, stdout);
+    return 0;
+  }
+  const Args args(argc, argv, {"--threads", "--repeat", "--scenario", "--cost"}, {"--quick"});
+  if (!args.positional().empty()) {
+    throw UsageError("unexpected argument '" + args.positional().front() + "'");
+  }
+  const int scale = args.has("--quick") ? 10 : 1;
+  const int threads = args.integer(
+      "--threads", static_cast<int>(std::max(1u, std::thread::hardware_concurrency())), 1, 1024);
+  const int repeat = args.integer("--repeat", args.has("--quick") ? 3 : 5, 1, 1000);
   std::vector<bench::Shape> shapes(std::begin(bench::kShapes), std::end(bench::kShapes));
-  std::vector<double> costs = {0.0, 1.0, 20.0};
-  for (int i = 0; i < argc; ++i) {
-    std::string_view a = argv[i];
-    auto value = [&]() -> const char* {
-      if (i + 1 >= argc) throw Error(std::string(a) + " needs a value");
-      return argv[++i];
-    };
-    if (a == "--threads") {
-      threads = parse_positive(a, value());
-    } else if (a == "--repeat") {
-      repeat = parse_positive(a, value());
-    } else if (a == "--quick") {
-      scale = 10;
-      repeat = 3;
-    } else if (a == "--scenario") {
-      shapes = {bench::parse_shape(value())};
-    } else if (a == "--cost") {
-      const char* text = value();
-      char* end = nullptr;
-      const double us = std::strtod(text, &end);
-      if (!*text || *end || !(us >= 0 && us <= 1e6)) {
-        throw Error(std::string("--cost expects microseconds in [0, 1e6], got '") + text + "'");
-      }
-      costs = {us};
-    } else if (a == "--help" || a == "-h") {
-      std::printf(
-          "usage: depengine bench [--threads N] [--repeat K] [--scenario NAME] [--cost US]\n"
-          "                       [--quick]\n\n"
-          "Pushes each scenario (chain, independent, random_dag, fan) with empty, ~1 us and\n"
-          "~20 us ops into the naive engine and the threaded engine with N workers (default:\n"
-          "the cores), K times each (default 5), and prints median ns per op, push to\n"
-          "completion, and the threaded engine's speedup over naive.\n");
-      return 0;
-    } else {
-      std::fprintf(stderr, "depengine bench: unknown argument '%s'\n", argv[i]);
-      return 2;
+  if (args.has("--scenario")) {
+    try {
+      shapes = {bench::parse_shape(args.str("--scenario"))};
+    } catch (const Error& e) {
+      throw UsageError(std::string("--scenario: ") + e.what());
     }
   }
+  std::vector<double> costs = {0.0, 1.0, 20.0};
+  if (args.has("--cost")) costs = {args.number("--cost", 0, 0, 1e6)};
 
   auto naive = Engine::create("naive");
   auto threaded = Engine::create("threaded", {.cpu_threads = threads});

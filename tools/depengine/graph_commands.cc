@@ -1,19 +1,18 @@
 // `depengine run`, `depengine analyze` and `depengine generate`: graph files on the command
 // line (tools/graphfile holds the loading, running and generating).
 #include <algorithm>
-#include <charconv>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <map>
+#include <limits>
 #include <memory>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "args.h"
 #include "commands.h"
 #include "depengine/engine.h"
+#include "depengine/env.h"
 #include "depengine/graph.h"
 #include "depengine/observer_fanout.h"
 #include "depengine/profiler.h"
@@ -24,90 +23,18 @@ namespace {
 
 namespace gf = depengine::graphfile;
 
-// Bad command-line usage: exit code 2, like a malformed file.
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-// "--name value" flags and positional arguments, checked against what a command accepts.
-class Args {
- public:
-  Args(int argc, char** argv, std::vector<std::string> valued, std::vector<std::string> switches) {
-    for (int i = 0; i < argc; ++i) {
-      std::string a = argv[i];
-      if (a.size() > 1 && a[0] == '-' && a != "-") {
-        std::string value;
-        bool has_value = false;
-        if (const std::size_t eq = a.find('='); eq != std::string::npos) {
-          value = a.substr(eq + 1);
-          a = a.substr(0, eq);
-          has_value = true;
-        }
-        if (std::find(switches.begin(), switches.end(), a) != switches.end() && !has_value) {
-          flags_[a] = "1";
-        } else if (std::find(valued.begin(), valued.end(), a) != valued.end()) {
-          if (!has_value) {
-            if (i + 1 >= argc) throw UsageError(a + " needs a value");
-            value = argv[++i];
-          }
-          flags_[a] = value;
-        } else {
-          throw UsageError("unknown option '" + a + "'");
-        }
-      } else {
-        positional_.push_back(a);
-      }
-    }
-  }
-
-  bool has(const std::string& f) const { return flags_.contains(f); }
-  std::string str(const std::string& f, std::string fallback = "") const {
-    auto it = flags_.find(f);
-    return it == flags_.end() ? fallback : it->second;
-  }
-  long integer(const std::string& f, long fallback, long lo, long hi) const {
-    auto it = flags_.find(f);
-    if (it == flags_.end()) return fallback;
-    long v = 0;
-    const std::string& s = it->second;
-    auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (ec != std::errc() || ptr != s.data() + s.size() || v < lo || v > hi) {
-      throw UsageError(f + " must be an integer in [" + std::to_string(lo) + ", " +
-                       std::to_string(hi) + "], got '" + s + "'");
-    }
-    return v;
-  }
-  double number(const std::string& f, double fallback) const {
-    auto it = flags_.find(f);
-    if (it == flags_.end()) return fallback;
-    char* end = nullptr;
-    const double v = std::strtod(it->second.c_str(), &end);
-    if (it->second.empty() || *end != '\0' || !(v >= 0) || v > gf::kMaxCostUs) {
-      throw UsageError(f + " must be a number in [0, 1e9], got '" + it->second + "'");
-    }
-    return v;
-  }
-  const std::vector<std::string>& positional() const { return positional_; }
-
- private:
-  std::map<std::string, std::string> flags_;
-  std::vector<std::string> positional_;
-};
-
-// Runs `body`, mapping bad input to exit code 2 with one message.
+// Runs `body`; a malformed graph file or a generator size out of range is a usage error
+// (exit code 2). Everything else goes to main's handlers (args.h has the rule).
 template <class F>
 int guarded(const char* command, F body) {
   try {
     return body();
-  } catch (const UsageError& e) {
-    std::fprintf(stderr, "depengine %s: %s (see depengine %s --help)\n", command, e.what(),
-                 command);
   } catch (const gf::FileError& e) {
     std::fprintf(stderr, "depengine %s: malformed graph file: %s\n", command, e.what());
   } catch (const std::invalid_argument& e) {
-    std::fprintf(stderr, "depengine %s: %s\n", command, e.what());
+    throw UsageError(e.what());
   }
-  return 2;
+  return kExitUsage;
 }
 
 std::string join_path(const std::vector<std::string>& names, std::size_t limit) {
@@ -154,7 +81,9 @@ constexpr const char* kRunHelp =
     "min(parallelism, threads). --dot/--json/--trace record one more run: the dependency\n"
     "graph (DOT shows the transitive reduction unless --all-edges; costs are the measured\n"
     "times) and a Chrome trace (open it in https://ui.perfetto.dev or chrome://tracing).\n"
-    "A malformed file is reported with its op index and field, exit code 2, nothing run.\n";
+    "A malformed file is reported with its op index and field, exit code 2, nothing run;\n"
+    "a FILE that cannot be read, or an output that cannot be written, exits 1, also before\n"
+    "anything runs. DEPENGINE_SIM_GPUS (0 to 64) is the default of --sim-gpus.\n";
 
 constexpr const char* kAnalyzeHelp =
     "usage: depengine analyze FILE|- [--unit] [--levels] [--dot OUT.dot] [--all-edges]\n"
@@ -173,19 +102,24 @@ constexpr const char* kGenerateHelp =
     "  forkjoin  --width W --stages S     fork, W parallel ops, join; S times (8 x 4)\n"
     "  random    --ops N --vars V --reads R --writes W --seed S\n"
     "                                     seeded random DAG (1000 ops, 100 vars, 2, 1, 1)\n"
-    "Every op costs C microseconds (default 1000).\n";
+    "Every op costs C microseconds (default 1000). A file may hold at most 10^7 var\n"
+    "accesses (reads + writes over all ops); larger sizes are refused up front.\n";
 
-bool wants_help(int argc, char** argv) {
-  for (int i = 0; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h")) return true;
-  }
-  return false;
-}
+// The library's cap on host-simulated GPUs (DEPENGINE_SIM_GPUS).
+constexpr int kMaxSimGpus = 64;
 
 int sim_gpus_from(const Args& args) {
-  if (args.has("--sim-gpus")) return static_cast<int>(args.integer("--sim-gpus", 0, 0, 64));
-  const char* env = std::getenv("DEPENGINE_SIM_GPUS");
-  return env && *env ? std::atoi(env) : 0;
+  if (args.has("--sim-gpus")) return args.integer("--sim-gpus", 0, 0, kMaxSimGpus);
+  return static_cast<int>(env_long("DEPENGINE_SIM_GPUS", 0, kMaxSimGpus, 0));
+}
+
+// The output flags a command accepts that are given, checked to be distinct and writable
+// before the command does any work.
+void check_outputs(const Args& args, const std::vector<std::string>& flags) {
+  check_distinct_outputs(args, flags);
+  for (const std::string& f : flags) {
+    if (args.has(f)) check_writable(f, args.str(f));
+  }
 }
 
 std::string one_file(const Args& args) {
@@ -206,34 +140,38 @@ int run(int argc, char** argv) {
                      "--sim-gpus"},
                     {"--all-edges", "--no-baseline"});
     const std::string file = one_file(args);
-    const std::string kind = args.str("--engine", "threaded");
-    if (kind != "naive" && kind != "threaded") {
-      throw UsageError("--engine must be naive or threaded, got '" + kind + "'");
-    }
-    const int threads = static_cast<int>(args.integer("--threads", 0, 1, 1024));
-    const int repeat = static_cast<int>(args.integer("--repeat", 1, 1, 1000));
+    const std::string kind = args.choice("--engine", "threaded", {"naive", "threaded"});
+    const int threads = args.integer("--threads", 0, 1, 1024);
+    const int repeat = args.integer("--repeat", 1, 1, 1000);
     const int sim_gpus = sim_gpus_from(args);
 
-    // Everything that can be wrong with the input is checked before anything runs.
+    // Everything that can be wrong with the input, and every output, is checked before
+    // anything runs.
     const gf::Program program = gf::load_program(file);
     gf::check_devices(program, std::max(Device::gpu_count(), sim_gpus));
+    check_outputs(args, {"--dot", "--json", "--trace"});
+    // Made up front so that a bad DEPENGINE_* variable is reported before anything runs.
+    const EngineOptions opts{.cpu_threads = threads, .sim_gpus = sim_gpus};
+    const bool baseline = kind == "threaded" && !args.has("--no-baseline");
+    const auto naive_engine = baseline ? Engine::create("naive", opts) : nullptr;
+    const auto engine = Engine::create(kind, opts);
+
     const Graph planned = gf::to_graph(program);
     const GraphAnalysis a = analyze(planned);
     print_analysis(program, planned, a, false);
 
-    const EngineOptions opts{.cpu_threads = threads, .sim_gpus = sim_gpus};
-    auto timed = [&](const std::string& engine_kind) {
-      auto engine = Engine::create(engine_kind, opts);
+    auto timed = [&](Engine& e) {
       std::vector<double> walls;
-      for (int r = 0; r < repeat; ++r) walls.push_back(gf::run(*engine, program));
-      return std::make_pair(median(walls), engine->cpu_threads());
+      for (int r = 0; r < repeat; ++r) walls.push_back(gf::run(e, program));
+      return median(walls);
     };
     double naive_s = 0;
-    if (kind == "threaded" && !args.has("--no-baseline")) {
-      naive_s = timed("naive").first;
+    if (naive_engine) {
+      naive_s = timed(*naive_engine);
       std::printf("naive:    %10.3f ms  (median of %d)\n", naive_s * 1e3, repeat);
     }
-    const auto [wall_s, workers] = timed(kind);
+    const double wall_s = timed(*engine);
+    const int workers = engine->cpu_threads();
     std::printf("%-8s  %10.3f ms  (median of %d, %d worker thread%s)\n", (kind + ":").c_str(),
                 wall_s * 1e3, repeat, workers, workers == 1 ? "" : "s");
     const double bound = kind == "naive" ? 1.0 : std::min(a.parallelism, double(workers));
@@ -250,11 +188,11 @@ int run(int argc, char** argv) {
     if (args.has("--dot") || args.has("--json") || args.has("--trace")) {
       auto recorder = std::make_shared<GraphRecorder>();
       auto profiler = std::make_shared<Profiler>();
-      auto engine = Engine::create(kind, opts);
-      engine->set_observer(std::make_shared<ObserverFanout>(
+      auto recorded = Engine::create(kind, opts);
+      recorded->set_observer(std::make_shared<ObserverFanout>(
           std::vector<std::shared_ptr<Observer>>{recorder, profiler}));
-      const double traced_s = gf::run(*engine, program, recorder.get());
-      engine.reset();
+      const double traced_s = gf::run(*recorded, program, recorder.get());
+      recorded.reset();
       std::printf("recorded run: %.3f ms\n", traced_s * 1e3);
       if (args.has("--dot")) {
         recorder->write_dot(args.str("--dot"), {.transitive_reduction = !args.has("--all-edges")});
@@ -282,6 +220,7 @@ int analyze(int argc, char** argv) {
   return guarded("analyze", [&] {
     const Args args(argc, argv, {"--dot", "--json"}, {"--unit", "--levels", "--all-edges"});
     const gf::Program program = gf::load_program(one_file(args));
+    check_outputs(args, {"--dot", "--json"});
     const Graph g = gf::to_graph(program);
     const bool unit = args.has("--unit");
     const GraphAnalysis a = depengine::analyze(g, {.unit_costs = unit});
@@ -313,11 +252,13 @@ int generate(int argc, char** argv) {
                     {});
     if (args.positional().size() != 1) throw UsageError("expected one KIND");
     const std::string kind = args.positional().front();
-    const double cost = args.number("--cost-us", 1000);
-    constexpr long kMax = 1000000;
-    auto size = [&](const char* flag, long fallback) {
-      return static_cast<int>(args.integer(flag, fallback, 0, kMax));
+    const double cost = args.number("--cost-us", 1000, 0, gf::kMaxCostUs);
+    // The generators check each size, and the file's total size, against tighter limits.
+    constexpr int kMax = 1000000;
+    auto size = [&](const char* flag, int fallback) {
+      return args.integer(flag, fallback, 0, kMax);
     };
+    check_outputs(args, {"-o"});
     gf::Program p;
     if (kind == "cholesky") {
       p = gf::generate_cholesky(size("--tiles", 4), cost);
@@ -330,8 +271,8 @@ int generate(int argc, char** argv) {
     } else if (kind == "forkjoin") {
       p = gf::generate_forkjoin(size("--width", 8), size("--stages", 4), cost);
     } else if (kind == "random") {
-      const auto seed = static_cast<std::uint64_t>(
-          args.integer("--seed", 1, 0, std::numeric_limits<long>::max()));
+      const auto seed = args.integer<std::uint64_t>("--seed", 1, 0,
+                                                     std::numeric_limits<std::uint64_t>::max());
       p = gf::generate_random(size("--ops", 1000), size("--vars", 100), size("--reads", 2),
                               size("--writes", 1), seed, cost);
     } else {

@@ -3,13 +3,15 @@
 // profiler's compute-lane utilization.
 #include <unistd.h>
 
-#include <charconv>
+#include <cstddef>
+#include <cstdint>
 #include <cstdio>
+#include <limits>
 #include <memory>
 #include <string>
-#include <string_view>
 #include <thread>
 
+#include "args.h"
 #include "commands.h"
 #include "fashion_mnist/idx.h"
 #include "fashion_mnist/trainer.h"
@@ -18,6 +20,13 @@ namespace depengine::cli {
 namespace {
 
 namespace fm = depengine::fashion_mnist;
+
+// Bounds past which a value is a typo rather than an experiment (and would exhaust memory
+// or train to inf/NaN).
+constexpr int kMaxEpochs = 10000;
+constexpr std::size_t kMaxBatch = 1 << 20;
+constexpr std::size_t kMaxHidden = 1 << 16;
+constexpr double kMaxLr = 1000;
 
 struct Options {
   fm::TrainConfig train;
@@ -28,86 +37,46 @@ struct Options {
   bool profile = false;
 };
 
-int usage(std::FILE* out) {
-  std::fprintf(out,
-               "usage: depengine train [--model softmax|mlp] [--epochs N] [--batch B]\n"
-               "                       [--engine naive|threaded] [--threads N] [--lr LR]\n"
-               "                       [--lr-decay D] [--seed S] [--hidden H] [--data DIR]\n"
-               "                       [--profile]\n"
-               "  trains on Fashion-MNIST (IDX files in DIR, default\n"
-               "  %s) and prints per epoch the loss, train and\n"
-               "  test accuracy, examples/s and the share of the epoch the compute lane (model\n"
-               "  ops) and the pipeline lane (shuffle, batch assembly) were busy.\n"
-               "  Defaults: mlp, 10 epochs, batch 256, threaded engine\n"
-               "  with DEPENGINE_CPU_THREADS or all cores, lr 0.1 times 0.8 per epoch\n"
-               "  (epoch e uses lr * D^e), seed 42.\n"
-               "  --profile also records each epoch's dependency graph (work, span and\n"
-               "  parallelism = work/span from measured op times) and prints the profiler's\n"
-               "  tables (per op name, lane, worker) of the last epoch.\n",
-               fm::kDefaultDir);
-  return out == stdout ? 0 : 2;
+void usage() {
+  std::printf(
+      "usage: depengine train [--model softmax|mlp] [--epochs N] [--batch B]\n"
+      "                       [--engine naive|threaded] [--threads N] [--lr LR]\n"
+      "                       [--lr-decay D] [--seed S] [--hidden H] [--data DIR]\n"
+      "                       [--profile]\n"
+      "  trains on Fashion-MNIST (IDX files in DIR, default\n"
+      "  %s) and prints per epoch the loss, train and\n"
+      "  test accuracy, examples/s and the share of the epoch the compute lane (model\n"
+      "  ops) and the pipeline lane (shuffle, batch assembly) were busy.\n"
+      "  Defaults: mlp, 10 epochs (1 to %d), batch 256 (1 to %zu), threaded engine\n"
+      "  with DEPENGINE_CPU_THREADS or all cores (1 to 1024), lr 0.1 (a finite number in\n"
+      "  (0, %g]) times 0.8 per epoch (epoch e uses lr * D^e, D in (0, 1]), seed 42,\n"
+      "  hidden width 256 (1 to %zu).\n"
+      "  --profile also records each epoch's dependency graph (work, span and\n"
+      "  parallelism = work/span from measured op times) and prints the profiler's\n"
+      "  tables (per op name, lane, worker) of the last epoch.\n",
+      fm::kDefaultDir, kMaxEpochs, kMaxBatch, kMaxLr, kMaxHidden);
 }
 
-template <class T>
-T parse_number(std::string_view flag, std::string_view text) {
-  T v{};
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || end != text.data() + text.size()) {
-    throw Error(std::string(flag) + ": '" + std::string(text) + "' is not a valid number");
+Options parse(const Args& args) {
+  if (!args.positional().empty()) {
+    throw UsageError("unexpected argument '" + args.positional().front() + "'");
   }
-  return v;
-}
-
-Options parse(int argc, char** argv, bool& help) {
   Options o;
-  for (int i = 0; i < argc; ++i) {
-    const std::string_view arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      help = true;
-      return o;
-    }
-    if (arg == "--profile") {
-      o.profile = true;
-      o.train.record_graph = true;
-      continue;
-    }
-    if (i + 1 >= argc) throw Error("unknown argument or missing value: " + std::string(arg));
-    const std::string_view v = argv[++i];
-    if (arg == "--model") {
-      o.train.model = fm::parse_model_kind(std::string(v));
-    } else if (arg == "--epochs") {
-      o.epochs = parse_number<int>(arg, v);
-      if (o.epochs < 1) throw Error("--epochs must be at least 1");
-    } else if (arg == "--batch") {
-      o.train.batch = parse_number<std::size_t>(arg, v);
-      if (o.train.batch == 0) throw Error("--batch must be at least 1");
-    } else if (arg == "--engine") {
-      o.engine = v;
-      if (o.engine != "naive" && o.engine != "threaded") {
-        throw Error("--engine must be naive or threaded, not '" + o.engine + "'");
-      }
-    } else if (arg == "--threads") {
-      o.threads = parse_number<int>(arg, v);
-      if (o.threads < 1) throw Error("--threads must be at least 1");
-    } else if (arg == "--lr") {
-      o.train.lr = parse_number<float>(arg, v);
-      if (!(o.train.lr > 0.0f)) throw Error("--lr must be positive");
-    } else if (arg == "--lr-decay") {
-      o.train.lr_decay = parse_number<float>(arg, v);
-      if (!(o.train.lr_decay > 0.0f && o.train.lr_decay <= 1.0f)) {
-        throw Error("--lr-decay must be in (0, 1]");
-      }
-    } else if (arg == "--seed") {
-      o.train.seed = parse_number<std::uint64_t>(arg, v);
-    } else if (arg == "--hidden") {
-      o.train.hidden = parse_number<std::size_t>(arg, v);
-      if (o.train.hidden == 0) throw Error("--hidden must be at least 1");
-    } else if (arg == "--data") {
-      o.data = v;
-    } else {
-      throw Error("unknown argument: " + std::string(arg));
-    }
+  o.profile = args.has("--profile");
+  o.train.record_graph = o.profile;
+  if (args.has("--model")) {
+    o.train.model = fm::parse_model_kind(args.choice("--model", "", {"softmax", "mlp"}));
   }
+  o.epochs = args.integer("--epochs", o.epochs, 1, kMaxEpochs);
+  o.train.batch = args.integer<std::size_t>("--batch", o.train.batch, 1, kMaxBatch);
+  o.engine = args.choice("--engine", o.engine, {"naive", "threaded"});
+  o.threads = args.integer("--threads", o.threads, 1, 1024);
+  o.train.lr = static_cast<float>(args.positive("--lr", o.train.lr, kMaxLr));
+  o.train.lr_decay = static_cast<float>(args.positive("--lr-decay", o.train.lr_decay, 1));
+  o.train.seed = args.integer<std::uint64_t>("--seed", o.train.seed, 0,
+                                             std::numeric_limits<std::uint64_t>::max());
+  o.train.hidden = args.integer<std::size_t>("--hidden", o.train.hidden, 1, kMaxHidden);
+  o.data = args.str("--data", o.data);
   return o;
 }
 
@@ -135,15 +104,14 @@ class ProgressBar {
 }  // namespace
 
 int train(int argc, char** argv) {
-  bool help = false;
-  Options o;
-  try {
-    o = parse(argc, argv, help);
-  } catch (const Error& e) {
-    std::fprintf(stderr, "depengine train: %s\n", e.what());
-    return usage(stderr);
+  if (wants_help(argc, argv)) {
+    usage();
+    return 0;
   }
-  if (help) return usage(stdout);
+  const Options o = parse(Args(argc, argv,
+                               {"--model", "--epochs", "--batch", "--engine", "--threads", "--lr",
+                                "--lr-decay", "--seed", "--hidden", "--data"},
+                               {"--profile"}));
 
   auto train_set = std::make_shared<const fm::Dataset>(fm::load(o.data, fm::Split::train));
   auto test_set = std::make_shared<const fm::Dataset>(fm::load(o.data, fm::Split::test));

@@ -177,6 +177,8 @@ Program generate_random(int ops, int vars, int reads, int writes, std::uint64_t 
   check_range("--vars", vars, 1, 1000000);
   check_range("--reads", reads, 0, vars < 64 ? vars : 64);
   check_range("--writes", writes, 0, vars < 64 ? vars : 64);
+  check_range("--ops x (--reads + --writes)", static_cast<long>(ops) * (reads + writes), 0,
+              kMaxGeneratedAccesses);
   check_cost(cost_us);
   // splitmix64: fully specified, so a seed gives the same file with every standard library.
   std::uint64_t state = seed;

@@ -1,15 +1,21 @@
 #include "graphfile.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
+#include <cstring>
+#include <functional>
 #include <iostream>
 #include <iterator>
 #include <limits>
 #include <nlohmann/json.hpp>
-#include <sstream>
+#include <set>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -39,6 +45,68 @@ std::string describe(const json& v) {
 
 constexpr const char* kOpFields[] = {"name", "reads", "writes", "cost_us",
                                      "device", "lane", "priority"};
+
+// A parser callback that rejects an object repeating a key (nlohmann's parser would keep
+// the last one, so {"ops": [...], "ops": []} ran nothing). It tracks where the parser is to
+// name the place: an op's field as op_error does, anything else by its path.
+class DuplicateKeys {
+ public:
+  bool operator()(int, json::parse_event_t event, json& parsed) {
+    using E = json::parse_event_t;
+    switch (event) {
+      case E::object_start:
+      case E::array_start:
+        count_element();
+        stack_.push_back({event == E::object_start, {}, {}, 0});
+        break;
+      case E::object_end:
+      case E::array_end:
+        stack_.pop_back();
+        break;
+      case E::key: {
+        Frame& top = stack_.back();
+        top.key = parsed.get<std::string>();
+        if (!top.keys.insert(top.key).second) duplicate(top.key);
+        break;
+      }
+      case E::value:
+        count_element();
+        break;
+    }
+    return true;
+  }
+
+ private:
+  struct Frame {
+    bool object;
+    std::set<std::string> keys;
+    std::string key;       // objects: the key being read
+    std::size_t elements;  // arrays: how many elements so far
+  };
+
+  void count_element() {
+    if (!stack_.empty() && !stack_.back().object) ++stack_.back().elements;
+  }
+
+  [[noreturn]] void duplicate(const std::string& key) const {
+    const std::string what = "duplicate key (a JSON object must not repeat a key)";
+    if (stack_.size() == 1) file_error(key, what);
+    if (stack_.size() == 3 && stack_[0].key == "ops" && !stack_[1].object) {
+      op_error(stack_[1].elements - 1, key, what);
+    }
+    std::string path;
+    for (std::size_t i = 0; i + 1 < stack_.size(); ++i) {
+      const Frame& f = stack_[i];
+      path += f.object ? (path.empty() ? "" : ".") + f.key
+                       : "[" + std::to_string(f.elements - 1) + "]";
+    }
+    throw FileError("duplicate key \"" + key + "\" in " + path +
+                        " (a JSON object must not repeat a key)",
+                    -1, key);
+  }
+
+  std::vector<Frame> stack_;
+};
 
 class Builder {
  public:
@@ -142,6 +210,7 @@ Program from_dump(std::string_view text) {
     throw FileError(e.what(), -1, "");
   }
   Builder b;
+  std::unordered_map<std::uint64_t, std::size_t> by_id;  // dump var id -> program var
   for (std::size_t i = 0; i < g.node_count(); ++i) {
     const GraphNode& n = g.node(i);
     if (n.name.empty()) op_error(i, "name", "must be a non-empty string");
@@ -154,7 +223,13 @@ Program from_dump(std::string_view text) {
     s.lane = n.lane;
     s.priority = n.priority;
     for (const VarAccess& a : n.accesses) {
-      const std::size_t v = b.var(g.var_name(a.var));
+      // By id: names are labels, and two vars may share one.
+      auto [it, inserted] = by_id.try_emplace(a.var, b.program.vars.size());
+      if (inserted) {
+        const std::string label = g.var_name(a.var);
+        b.program.vars.push_back(label.empty() ? "v" + std::to_string(a.var) : label);
+      }
+      const std::size_t v = it->second;
       if (a.mode != AccessMode::write) s.reads.push_back(v);
       if (a.mode != AccessMode::read) s.writes.push_back(v);
     }
@@ -172,7 +247,8 @@ Program from_dump(std::string_view text) {
 Program parse_program(std::string_view text) {
   json doc;
   try {
-    doc = json::parse(text);
+    DuplicateKeys duplicates;
+    doc = json::parse(text, std::ref(duplicates));
   } catch (const json::parse_error& e) {
     throw FileError("bad JSON at byte " + std::to_string(e.byte) + ": " +
                         std::string(e.what()).substr(std::string(e.what()).find(':') + 2),
@@ -197,39 +273,102 @@ Program parse_program(std::string_view text) {
   return std::move(b.program);
 }
 
+namespace {
+
+// The whole of a regular file or a pipe. stat() first, so that a device is refused before
+// an open() that could block on it (a FIFO's open waits for its writer, as `cat` does).
+std::string read_file(const std::string& path) {
+  struct stat st {};
+  auto check_kind = [&] {
+    if (S_ISDIR(st.st_mode)) throw ReadError("'" + path + "' is a directory");
+    if (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode)) {
+      throw ReadError("'" + path + "' is not a regular file or a pipe");
+    }
+  };
+  auto fail = [&](int err) -> ReadError {
+    return ReadError("cannot read '" + path + "': " + std::strerror(err));
+  };
+  if (::stat(path.c_str(), &st) != 0) throw fail(errno);
+  check_kind();
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw fail(errno);
+  std::string text;
+  try {
+    if (::fstat(fd, &st) != 0) throw fail(errno);
+    check_kind();  // the path may name something else by now
+    char buf[1 << 16];
+    for (;;) {
+      const ssize_t n = ::read(fd, buf, sizeof buf);
+      if (n == 0) break;
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        throw fail(errno);
+      }
+      text.append(buf, static_cast<std::size_t>(n));
+    }
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  ::close(fd);
+  return text;
+}
+
+// Graph-file names for the program's vars: their own, except that a name an earlier var
+// already has becomes the first free "name#k" (k = 2, 3, ...).
+std::vector<std::string> unique_names(const std::vector<std::string>& vars) {
+  std::unordered_set<std::string> taken(vars.begin(), vars.end());
+  if (taken.size() == vars.size()) return vars;
+  std::unordered_set<std::string> seen;
+  std::unordered_map<std::string, long> next;  // per name, the k to try first
+  std::vector<std::string> out;
+  out.reserve(vars.size());
+  for (const std::string& v : vars) {
+    if (seen.insert(v).second) {
+      out.push_back(v);
+      continue;
+    }
+    long& k = next.try_emplace(v, 2).first->second;
+    std::string name;
+    do name = v + "#" + std::to_string(k++);
+    while (taken.contains(name));
+    taken.insert(name);
+    out.push_back(std::move(name));
+  }
+  return out;
+}
+
+}  // namespace
+
 Program load_program(const std::string& path) {
   std::string text;
   if (path == "-") {
     text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+    if (std::cin.bad()) throw ReadError("cannot read standard input");
   } else {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw FileError("cannot read '" + path + "'", -1, "");
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    text = ss.str();
+    text = read_file(path);
   }
   return parse_program(text);
 }
 
 std::string to_json(const Program& program) {
-  nlohmann::ordered_json ops = nlohmann::ordered_json::array();
-  for (const OpSpec& s : program.ops) {
+  const std::vector<std::string> names = unique_names(program.vars);
+  // One op per line: diffable, and still small. Each op is dumped as soon as it is built,
+  // so a large program never exists twice as a JSON tree.
+  std::string out = "{\"ops\": [\n";
+  for (std::size_t i = 0; i < program.ops.size(); ++i) {
+    const OpSpec& s = program.ops[i];
     nlohmann::ordered_json j;
     j["name"] = s.name;
     j["reads"] = nlohmann::ordered_json::array();
-    for (std::size_t v : s.reads) j["reads"].push_back(program.vars[v]);
+    for (std::size_t v : s.reads) j["reads"].push_back(names[v]);
     j["writes"] = nlohmann::ordered_json::array();
-    for (std::size_t v : s.writes) j["writes"].push_back(program.vars[v]);
+    for (std::size_t v : s.writes) j["writes"].push_back(names[v]);
     j["cost_us"] = s.cost_us;
     if (!s.device.is_cpu()) j["device"] = s.device.str();
     if (s.lane != Lane::compute) j["lane"] = lane_name(s.lane);
     if (s.priority != 0) j["priority"] = s.priority;
-    ops.push_back(std::move(j));
-  }
-  // One op per line: diffable, and still small.
-  std::string out = "{\"ops\": [\n";
-  for (std::size_t i = 0; i < ops.size(); ++i) {
-    out += "  " + ops[i].dump() + (i + 1 < ops.size() ? ",\n" : "\n");
+    out += "  " + j.dump() + (i + 1 < program.ops.size() ? ",\n" : "\n");
   }
   out += "]}\n";
   return out;

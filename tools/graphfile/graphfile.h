@@ -7,8 +7,11 @@
 //
 // Vars are named by strings and created on first use; an op that lists a var in both
 // "reads" and "writes" reads and writes it. `cost_us` (default 0) is busy work of that
-// length; `device` ("cpu", "gpu(N)"), `lane` and `priority` are optional. A graph JSON
-// dump (Graph::to_json) is accepted as well: its nodes become the ops, in dump order.
+// length; `device` ("cpu", "gpu(N)"), `lane` and `priority` are optional. An object that
+// repeats a key is malformed (JSON parsers disagree on which one counts). A graph JSON
+// dump (Graph::to_json) is accepted as well: its nodes become the ops, in dump order, and
+// its vars are told apart by id — their names are only labels, so two vars that share a
+// name stay two vars.
 #pragma once
 
 #include <cstddef>
@@ -35,7 +38,9 @@ struct OpSpec {
 };
 
 struct Program {
-  std::vector<std::string> vars;  // in order of first use
+  // Var names in order of first use. Unique in a graph file; a program read from a dump may
+  // repeat a name (its vars are told apart by id).
+  std::vector<std::string> vars;
   std::vector<OpSpec> ops;        // in push order
 };
 
@@ -53,15 +58,29 @@ class FileError : public std::runtime_error {
   std::string field_;
 };
 
+// A graph file that cannot be read: missing, unreadable, a directory, a device. Not a
+// FileError: nothing is wrong with its contents (the command line exits 1, not 2).
+class ReadError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 // The largest cost_us a file may give (1000 s), so a typo cannot start a day-long run.
 inline constexpr double kMaxCostUs = 1e9;
+// The most var accesses (reads + writes over all ops) a generator writes: ~100 MB of JSON.
+inline constexpr long kMaxGeneratedAccesses = 10'000'000;
 
 // Parses a graph file or a graph JSON dump. Throws FileError; never a partial program.
 Program parse_program(std::string_view text);
-// Reads `path` ("-": standard input) and parses it. Throws FileError.
+// Reads `path` ("-": standard input) and parses it. A regular file, or a pipe (so that
+// `depengine run <(depengine generate ...)` works). Throws ReadError when it cannot be
+// read ("'x' is a directory", "'x' is not a regular file or a pipe"), FileError when it
+// is malformed.
 Program load_program(const std::string& path);
 
-// The program as a graph file (what `depengine generate` writes).
+// The program as a graph file (what `depengine generate` writes), one op per line. Vars
+// that share a name (from a dump) get distinct ones, "name#2", "name#3", ..., since a
+// graph file tells vars apart by name.
 std::string to_json(const Program& program);
 
 // The program's dependency graph as the engine would record it (node ids are op indices,
@@ -78,7 +97,8 @@ void check_devices(const Program& program, int gpus);
 double run(Engine& engine, const Program& program, GraphRecorder* recorder = nullptr);
 
 // Well-known DAG shapes. Every op costs `cost_us`. Throw std::invalid_argument for sizes
-// out of range.
+// out of range, checked before anything is built (a program of more than
+// kMaxGeneratedAccesses accesses is out of range).
 Program generate_cholesky(int tiles, double cost_us);  // T(T+1)(T+2)/6 ops
 Program generate_lu(int tiles, double cost_us);        // no pivoting; T(T+1)(2T+1)/6 ops
 Program generate_stencil(int width, int steps, double cost_us);  // 1-D, 3-point

@@ -1,7 +1,9 @@
 // depengine::Graph: nodes, edges derived from accesses, transitive reduction.
 #include <algorithm>
 #include <boost/graph/topological_sort.hpp>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <set>
@@ -207,10 +209,15 @@ void write_text_file(const std::string& path, std::string_view text) {
     }
     return;
   }
+  errno = 0;
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (out) out.write(text.data(), static_cast<std::streamsize>(text.size()));
-  if (out) out.close();
-  if (!out) throw Error("cannot write '" + path + "'");
+  if (out) out.close();  // flushes: a full disk shows here
+  if (!out) {
+    const int err = errno;
+    throw Error("cannot write '" + path + "'" +
+                (err ? std::string(": ") + std::strerror(err) : ""));
+  }
 }
 
 bool parse_device(std::string_view text, Device& out) noexcept {

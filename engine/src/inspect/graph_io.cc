@@ -2,7 +2,9 @@
 #include <boost/graph/graphviz.hpp>
 #include <charconv>
 #include <cmath>
+#include <functional>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "depengine/error.h"
@@ -435,10 +437,70 @@ std::string get_string(const json& obj, const char* field, const std::string& wh
   return v.get<std::string>();
 }
 
+// A parser callback that rejects an object repeating a key (nlohmann's parser keeps the
+// last one), naming the place as the other errors do: "node 3 access 0", "edge 2".
+class DuplicateKeys {
+ public:
+  bool operator()(int, json::parse_event_t event, json& parsed) {
+    using E = json::parse_event_t;
+    switch (event) {
+      case E::object_start:
+      case E::array_start:
+        count_element();
+        stack_.push_back({event == E::object_start, {}, {}, 0});
+        break;
+      case E::object_end:
+      case E::array_end:
+        stack_.pop_back();
+        break;
+      case E::key: {
+        Frame& top = stack_.back();
+        top.key = parsed.get<std::string>();
+        if (!top.keys.insert(top.key).second) json_error(where(), top.key, "duplicate key");
+        break;
+      }
+      case E::value:
+        count_element();
+        break;
+    }
+    return true;
+  }
+
+ private:
+  struct Frame {
+    bool object;
+    std::set<std::string> keys;
+    std::string key;       // objects: the key being read
+    std::size_t elements;  // arrays: how many elements so far
+  };
+
+  void count_element() {
+    if (!stack_.empty() && !stack_.back().object) ++stack_.back().elements;
+  }
+
+  std::string where() const {
+    std::string out;
+    for (std::size_t i = 1; i < stack_.size(); ++i) {
+      if (stack_[i - 1].object) continue;  // the array's element is named below
+      const std::string list = i >= 2 ? stack_[i - 2].key : "element";
+      const std::string item = list == "nodes"      ? "node"
+                               : list == "edges"    ? "edge"
+                               : list == "vars"     ? "var"
+                               : list == "accesses" ? "access"
+                                                    : list;
+      out += (out.empty() ? "" : " ") + item + " " + std::to_string(stack_[i - 1].elements - 1);
+    }
+    return out.empty() ? "top level" : out;
+  }
+
+  std::vector<Frame> stack_;
+};
+
 }  // namespace
 
 Graph Graph::from_json(std::string_view text) {
-  json doc = json::parse(text, nullptr, false);
+  DuplicateKeys duplicates;
+  json doc = json::parse(text, std::ref(duplicates), false);
   if (doc.is_discarded()) throw Error("graph JSON: not valid JSON");
   if (!doc.is_object()) throw Error("graph JSON: the top level must be an object");
   const std::string top = "top level";
@@ -506,11 +568,14 @@ Graph Graph::from_json(std::string_view text) {
   }
   if (auto it = doc.find("vars"); it != doc.end()) {
     if (!it->is_array()) json_error(top, "vars", "must be an array");
+    std::set<std::uint64_t> ids;
     for (std::size_t i = 0; i < it->size(); ++i) {
       const json& j = (*it)[i];
       const std::string where = "var " + std::to_string(i);
       if (!j.is_object()) throw Error("graph JSON: " + where + ": must be an object");
+      // Vars are told apart by id; names are labels and may repeat.
       const std::uint64_t id = get_u64(j, "id", where);
+      if (!ids.insert(id).second) json_error(where, "id", "duplicate var id");
       if (j.contains("name")) out.set_var_name(id, get_string(j, "name", where));
     }
   }
