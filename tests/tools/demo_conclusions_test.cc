@@ -88,6 +88,8 @@ TEST(DemoConclusions, PipelinedAtAboutT1SaysTheFrontendIsTheBottleneck) {
   const std::string text = explain_improving(improving(0.0922, 0.0311, 0.0311));
   EXPECT_TRUE(has(text, "the frontend is the bottleneck"));
   EXPECT_TRUE(has(text, "about t1 (3.11 us)"));
+  EXPECT_TRUE(has(text, "waitall found nothing left to do"));
+  EXPECT_TRUE(has(explain_improving(improving(0.0922, 0.0311, 0.0314)), "found only 0.30 ms"));
   EXPECT_FALSE(has(text, "t1 + 10000 t2 + t3"));
   EXPECT_FALSE(has(text, "backend is the bottleneck"));
   EXPECT_TRUE(has(text, "medians of 5 runs"));

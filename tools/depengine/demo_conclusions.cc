@@ -140,9 +140,10 @@ std::string explain_improving(const ImprovingFigures& f) {
                      us(per_sync) + " per op. ";
   if (per_pipelined <= kFrontendBound * t1) {
     text += "Without the wait, the backend kept up with the frontend: the loop cost " +
-            us(per_pipelined) + " per op, about t1 (" + us(t1) + "), and waitall found only " +
-            ms(drain) + " left to do. So the frontend is the bottleneck: the loop costs about " +
-            n + " t1, and ";
+            us(per_pipelined) + " per op, about t1 (" + us(t1) + "), and waitall found " +
+            (ms(drain) == ms(0) ? "nothing" : "only " + ms(drain)) +
+            " left to do. So the frontend is the bottleneck: the loop costs about " + n +
+            " t1, and ";
   } else {
     text += "Without the wait, the frontend ran ahead: pushing took " + us(t1) +
             " per op, but the loop cost " + us(per_pipelined) + " per op and waitall waited " +
