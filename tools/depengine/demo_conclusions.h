@@ -61,8 +61,9 @@ struct ImprovingFigures {
   double pushed = 0;
   double async = 0;
 };
-// The pipelined loop is frontend-bound when it costs at most this factor of t1 per op.
-inline constexpr double kFrontendBound = 1.25;
+// The pipelined loop is frontend-bound when it costs about t1 per op (within kSameTime);
+// above that the frontend ran ahead and waitall waited for the backend.
+inline constexpr double kFrontendBound = kSameTime;
 std::string explain_improving(const ImprovingFigures& f);
 
 // 4. `dots` products, then host work on the frontend: on the naive engine (the products
