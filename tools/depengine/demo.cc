@@ -255,18 +255,19 @@ void on_the_cpu(Engine& naive, const Options& o) {
   explain(conclusions::explain_overlap(f));
 }
 
-// 5. A loop that pushes faster than the engine drains, with and without a bound.
+// 5. A loop of batches pushed without and with a bound on the ops in flight.
 //
 // Each variant runs in a fresh process of this binary (the hidden `demo --memory-run`).
-// Run one after the other in one process, the second reuses what the first freed (the
-// frontend's storage pool keeps up to 256 MiB, the allocator the rest): its RSS does not
-// grow at all (a bounded loop that holds 12 MiB showed a gain of 0.0 MiB) and it runs on
-// a warm heap (1.4x faster than in a process of its own). Running the bounded variant first
-// would still leave the unbounded one its storage, and the engine's own counters (peak
-// pending, peak storage), though clean, are not what a user of either variant pays.
+// Run one after the other in one process, the second reuses the storage the first freed
+// (the frontend's pool keeps up to 256 MiB, the allocator the rest), so its RSS does not
+// grow at all: a bounded loop holding 12 MiB showed a gain of 0.0 MiB. Running the bounded
+// variant first would hand its pooled storage to the unbounded one (up to 12 MiB missing
+// from that figure), and the engine's own counters (peak pending, peak storage), though
+// clean, are not the memory the process holds. A fresh process costs about 0.1 s to start.
 constexpr std::size_t kBatchSide = 512;
 
-// One variant in this process; the caller makes sure the process is fresh.
+// One variant in this process. Its RSS gain and page faults are its own only in a fresh
+// process (memory_in_child); memory() drops them otherwise.
 conclusions::MemoryRun memory_run(long bound, int batches) {
   const std::size_t n = kBatchSide;
   std::vector<float> host(n * n);
@@ -362,8 +363,8 @@ std::optional<conclusions::MemoryRun> memory_in_child(long bound, int batches, s
 }
 
 void memory(const Options& o) {
-  heading(5, "Memory: a loop that pushes faster than the engine drains, " +
-                 std::to_string(o.batches) + " batches");
+  heading(5, "Memory: " + std::to_string(o.batches) +
+                 " batches pushed, without and with a bound on the ops in flight");
   // Storage a batch holds until its ops have run: the batch, its product and the relu of
   // it (the sum's scalar aside).
   conclusions::MemoryFigures f;
