@@ -75,6 +75,9 @@ TEST(DemoConclusions, BarriersAllTheSameOnlyWhenTheyAre) {
   EXPECT_FALSE(has(apart, "all of them"));
   EXPECT_TRUE(has(apart, "waitall() and wait_to_read() cost about the same"));
   EXPECT_TRUE(has(apart, "to_vector() took 3.9 ms more (it also copies)"));
+  const std::string spread =
+      explain_barriers({{"waitall()", 0.0080, ""}, {"wait_to_read()", 0.0097, ""}});
+  EXPECT_TRUE(has(spread, "wait_to_read() took 1.7 ms more, though it does no work besides"));
 }
 
 // --- 3. improving computation ----------------------------------------------------------

@@ -92,7 +92,7 @@ struct Options {
 // varies up to 4x from one run to the next on a shared machine (a thread hand-off delayed
 // here and there dominates a 2 us op); experiment 2's 8 ms waits vary by up to 25%.
 constexpr int kImprovingRuns = 5;
-constexpr int kBarrierRuns = 3;
+constexpr int kBarrierRuns = 5;
 
 // 1. o.repeats products of random n×n matrices, serial (naive) and pushed (threaded).
 void asynchrony(Engine& naive, Engine& threaded, const Options& o) {

@@ -110,7 +110,7 @@ std::string explain_barriers(const std::vector<Blocker>& blockers) {
       slowest_same = std::max(slowest_same, b.seconds);
     } else {
       std::string s = b.name + " took " + ms(b.seconds - fastest) + " more";
-      if (!b.extra.empty()) s += " (" + b.extra + ")";
+      s += b.extra.empty() ? ", though it does no work besides waiting" : " (" + b.extra + ")";
       slower.push_back(std::move(s));
     }
   }

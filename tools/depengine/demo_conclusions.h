@@ -43,7 +43,9 @@ struct AsynchronyFigures {
 std::string explain_asynchrony(const AsynchronyFigures& f);
 
 // 2. One product, then one way of waiting for it. `extra` names the work the blocker does
-// besides waiting (empty if none), which explains a cost above the product's.
+// besides waiting (empty if none), which explains a cost above the product's; a blocker
+// without any that costs more is said to do no work besides waiting, so the reader sees
+// the difference is the spread between runs, not the barrier.
 struct Blocker {
   std::string name;
   double seconds = 0;
