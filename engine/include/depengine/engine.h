@@ -140,13 +140,22 @@ class Engine {
   static std::unique_ptr<Engine> create(std::string_view kind, EngineOptions options = {});
 
   // The process-wide engine, made on first use: kind from DEPENGINE_TYPE (default
-  // "threaded"), options from the environment. It lives until exit, finishing pending work.
+  // "threaded"), options from the environment. It lives until exit, finishing pending work
+  // then. Objects with static storage duration constructed after the first call of get()
+  // are destroyed before it: ops that use them must be waited for before main returns.
   static Engine& get();
 
   Engine() = default;
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
-  // Finishes all pending work, then stops the workers. No push may race with it.
+  // Shuts down: refuses pushes from outside the engine's own ops (Error "the engine is
+  // shutting down"; running ops may still push, and delete_var is still accepted), waits for
+  // every pending op, async body and Completion still running, then stops the GPU lanes and
+  // the CPU pool. A call that overlaps the destructor is refused or finished before it
+  // returns; one that starts after it returned is undefined, as for any object.
+  // Called from inside one of the engine's own ops (an op that deletes its engine, or
+  // std::exit inside an op of get()), it cannot wait for that op: it waits until nothing
+  // else can progress, returns, and the engine finishes and stops on a thread of its own.
   virtual ~Engine() = default;
 
   // A new variable with no pending accesses.
@@ -154,7 +163,9 @@ class Engine {
 
   // Pushes a synchronous operation: `fn()` or `fn(const RunContext&)`, done when it
   // returns; a throw fails it. Returns at once (or once back-pressure allows). A var listed
-  // twice counts once; a var in both lists is one read-write access.
+  // twice counts once; a var in both lists is one read-write access. All or nothing: when it
+  // throws (a null, deleted or foreign var, an unknown device or lane, a shutting-down
+  // engine), nothing was pushed.
   //   engine->push([&] { c = a + b; }, {va, vb}, {vc}, {.name = "add"});
   template <class F>
   void push(F&& fn, VarList reads, VarList writes, PushOptions options = {}) {
@@ -179,8 +190,10 @@ class Engine {
   // failure `v` holds, if any. Throws Error when called from inside a running operation.
   virtual void wait_to_read(const Var& v) = 0;
 
-  // Blocks until every operation pushed before this call has finished; rethrows the
-  // first failure (in push order) since the previous wait_all, then forgets it.
+  // Blocks until every operation pushed before this call has finished (ops pushed later, by
+  // any thread, do not hold it); rethrows the first failure (in push order) since the
+  // previous wait_all, then forgets it. Also reports, as a failure of the op concerned, an
+  // exception an observer threw and one an async body threw after calling done().
   virtual void wait_all() = 0;
 
   // Deletes `v`: a write that runs `on_deleted` (if given) once the earlier accesses are

@@ -31,7 +31,14 @@ struct OpInfo {
   std::span<const VarAccess> accesses;
 };
 
-// Engines call these from their own threads; implementations must be thread-safe and fast.
+// Engines call these from their own threads, some under engine locks. What an observer may
+// do:
+//   - be called concurrently, from any thread: implementations must be thread-safe, and
+//     should be fast (on_push runs under the push lock, in push order);
+//   - not call the engine (push, wait, delete_var, set_observer): such a call throws Error;
+//   - not throw. If it does anyway, the engine contains it: the op is unaffected, it stops
+//     reporting to this observer, and the next wait_all reports an Error naming the event
+//     and the op.
 //
 //   engine->set_observer(std::make_shared<MyObserver>());
 class Observer {
