@@ -62,9 +62,11 @@ class ParallelismRegistry {
   std::unique_ptr<oneapi::tbb::global_control> control_;
 };
 
+// Never destroyed: a core destroyed on a thread of its own (see engine_core.h) may release
+// its pool while the process exits.
 ParallelismRegistry& registry() {
-  static ParallelismRegistry r;
-  return r;
+  static auto* r = new ParallelismRegistry;
+  return *r;
 }
 
 // What an enqueued oneTBB task carries: the pool whose queues it drains. oneTBB's library

@@ -132,11 +132,11 @@ class GpuLane {
     thread_.join();
     stream_->synchronize();
   }
+  // Notifies under the lock: once the op is queued it may run and finish, and the engine
+  // may stop this lane, which takes the lock first.
   void submit(Op* op) {
-    {
-      std::lock_guard lk(mu_);
-      queue_.push_back(op);
-    }
+    std::lock_guard lk(mu_);
+    queue_.push_back(op);
     cv_.notify_one();
   }
   DeviceStream& stream() noexcept { return *stream_; }
@@ -215,7 +215,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     check_not_in_op("wait_to_read");
     check_not_in_observer("wait_to_read");
     check_var(v, id(), "wait_to_read");
-    CallerScope caller(*this);
+    CountScope caller(*this, callers_);
     Waiter w;
     OpPtr op(new Op(this, false, PushOptions{.name = "wait_to_read"}));
     op->waiter = &w;
@@ -229,7 +229,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
   void wait_all() override {
     check_not_in_op("wait_all");
     check_not_in_observer("wait_all");
-    CallerScope caller(*this);
+    CountScope caller(*this, callers_);
     std::vector<Epoch*> open;
     {
       std::lock_guard lk(push_mu_);
@@ -460,38 +460,28 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
   }
 
   void finish_async(Op* op, std::exception_ptr error) override {
-    BusyScope busy(*this);
+    CountScope busy(*this, busy_);
     const bool failed = error != nullptr;
     finish(op, Failure{std::move(error), op->seq}, failed, false);
   }
 
  private:
-  // Counts a thread that is inside a blocking call, for shutdown to wait for.
-  class CallerScope {
+  // Counts a thread for shutdown to wait for, in `count`: one inside a blocking call
+  // (callers_), or an async body still running or a thread inside a Completion (busy_).
+  class CountScope {
    public:
-    explicit CallerScope(ThreadedCore& e) : e_(e) { e_.callers_.fetch_add(1); }
-    ~CallerScope() {
-      if (e_.callers_.fetch_sub(1) == 1 && e_.stage_.load() != Stage::running) e_.wake();
+    CountScope(ThreadedCore& e, std::atomic<int>& count) : e_(e), count_(count) {
+      count_.fetch_add(1);
     }
-    CallerScope(const CallerScope&) = delete;
-    CallerScope& operator=(const CallerScope&) = delete;
+    ~CountScope() {
+      if (count_.fetch_sub(1) == 1 && e_.stage_.load() != Stage::running) e_.wake();
+    }
+    CountScope(const CountScope&) = delete;
+    CountScope& operator=(const CountScope&) = delete;
 
    private:
     ThreadedCore& e_;
-  };
-
-  // Counts an asynchronous body still running, or a thread inside a Completion.
-  class BusyScope {
-   public:
-    explicit BusyScope(ThreadedCore& e) : e_(e) { e_.busy_.fetch_add(1); }
-    ~BusyScope() {
-      if (e_.busy_.fetch_sub(1) == 1 && e_.stage_.load() != Stage::running) e_.wake();
-    }
-    BusyScope(const BusyScope&) = delete;
-    BusyScope& operator=(const BusyScope&) = delete;
-
-   private:
-    ThreadedCore& e_;
+    std::atomic<int>& count_;
   };
 
   // All-or-nothing: everything that can throw (back-pressure refusal, shutdown refusal, a
@@ -577,7 +567,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
         if (state_.compare_exchange_weak(s, s + 1 + kActive)) return;
         continue;
       }
-      CallerScope caller(*this);
+      CountScope caller(*this, callers_);
       block_until([&] {
         s = state_.load();
         return inflight_of(s) < bound || active_of(s) == 0 || stage_.load() != Stage::running;
@@ -725,7 +715,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
   // that only some other thread can call.
   // The body also counts in the op's epoch, so that wait_all sees what it throws after done().
   void run_async(Op* op, const RunContext& ctx) {
-    BusyScope busy(*this);
+    CountScope busy(*this, busy_);
     op->active = false;  // uncounted below, when the body returns, not by finish()
     const std::uint64_t seq = op->seq;
     Epoch* epoch = op->epoch;

@@ -14,17 +14,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// Expects `f` to throw Error whose message contains `needle`.
-template <class F>
-void expect_error(F&& f, const std::string& needle) {
-  try {
-    f();
-    ADD_FAILURE() << "expected depengine::Error containing '" << needle << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
-}
-
 class Misuse : public testing::TestWithParam<EngineParam> {
  protected:
   std::unique_ptr<Engine> e_ = make_engine(GetParam());

@@ -71,17 +71,6 @@ std::string notified_error(detail::DeviceStream& s) {
   }
 }
 
-// Expects `f` to throw Error whose message contains `needle`.
-template <class F>
-void expect_error(F&& f, const std::string& needle) {
-  try {
-    f();
-    ADD_FAILURE() << "expected depengine::Error containing '" << needle << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
-}
-
 class SimEventErrors : public testing::Test {
  protected:
   std::unique_ptr<detail::DeviceBackend> backend_ = detail::make_sim_backend(1);

@@ -26,6 +26,17 @@ inline std::unique_ptr<Engine> make_engine(const EngineParam& p, EngineOptions o
   return Engine::create(p.kind, o);
 }
 
+// Expects `f` to throw Error whose message contains `needle`.
+template <class F>
+void expect_error(F&& f, const std::string& needle) {
+  try {
+    f();
+    ADD_FAILURE() << "expected depengine::Error containing '" << needle << "'";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
 inline const auto kAllEngines =
     testing::Values(EngineParam{"naive", 1}, EngineParam{"threaded", 1},
                     EngineParam{"threaded", 2}, EngineParam{"threaded", 4});
