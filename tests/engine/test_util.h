@@ -8,6 +8,8 @@
 
 #include <depengine/engine.h>
 
+#include "support/test_support.h"
+
 namespace depengine::test {
 
 // Engine kinds with worker counts, for parameterised tests.
@@ -24,17 +26,6 @@ inline std::string param_name(const testing::TestParamInfo<EngineParam>& info) {
 inline std::unique_ptr<Engine> make_engine(const EngineParam& p, EngineOptions o = {}) {
   o.cpu_threads = p.threads;
   return Engine::create(p.kind, o);
-}
-
-// Expects `f` to throw Error whose message contains `needle`.
-template <class F>
-void expect_error(F&& f, const std::string& needle) {
-  try {
-    f();
-    ADD_FAILURE() << "expected depengine::Error containing '" << needle << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
 }
 
 inline const auto kAllEngines =

@@ -127,6 +127,46 @@ TEST_P(FrontendErrors, ArraysDroppedWhilePendingAreSafe) {
   EXPECT_EQ(nd::memory_stats().in_use, base);
 }
 
+// An observer that throws in on_push used to make delete_var throw, and ~Chunk then freed
+// the storage at once, under the kernels still using it (ASan: heap-use-after-free). The
+// observer is contained now: every op runs, storage is freed after its last use, and
+// waitall reports the observer's failure.
+TEST_P(FrontendErrors, ArraysDroppedUnderAThrowingObserverAreSafe) {
+  struct Throwing final : Observer {
+    void on_push(const OpInfo&) override { throw std::runtime_error("observer broke"); }
+    void on_ready(std::uint64_t) override {}
+    void on_start(std::uint64_t, int) override {}
+    void on_end(std::uint64_t, bool, bool) override {}
+  };
+  waitall();
+  const std::size_t base = nd::memory_stats().in_use;
+  std::atomic<bool> open{false};
+  NDArray gate = nd::zeros({1000});
+  waitall();
+  engine_->set_observer(std::make_shared<Throwing>());
+  if (std::string(GetParam()) == "threaded") {
+    engine_->push(
+        [&open] {
+          while (!open.load()) std::this_thread::yield();
+        },
+        {}, {gate.var()}, {.name = "gate"});
+  }
+  NDArray result;
+  {
+    NDArray x = gate + 1.0f;
+    NDArray y = nd::dot(x.reshape({10, 100}), nd::ones({100, 10}));
+    result = nd::sum(y) * 2.0f;
+    gate = NDArray();
+  }
+  open.store(true);
+  EXPECT_EQ(result.item(), 2.0f * 1000.0f * 10.0f);
+  result = NDArray();
+  expect_error([] { waitall(); }, "Observer::on_push");
+  engine_->set_observer(counter_);
+  waitall();
+  EXPECT_EQ(nd::memory_stats().in_use, base);
+}
+
 INSTANTIATE_TEST_SUITE_P(Engines, FrontendErrors, ::testing::Values("naive", "threaded"));
 
 }  // namespace

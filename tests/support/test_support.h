@@ -7,6 +7,7 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -46,6 +47,12 @@ void expect_error(F&& f, std::initializer_list<const char*> parts) {
           << "'" << e.what() << "' lacks '" << p << "'";
     }
   }
+}
+
+// Expects `f` to throw depengine::Error whose message contains `part`.
+template <class F>
+void expect_error(F&& f, const std::string& part) {
+  expect_error(std::forward<F>(f), {part.c_str()});
 }
 
 // Expects `f` to rethrow the original std::runtime_error with message `what` (a failure
