@@ -473,8 +473,12 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     CountScope(ThreadedCore& e, std::atomic<int>& count) : e_(e), count_(count) {
       count_.fetch_add(1);
     }
+    // Decremented under the waiters' lock: shutdown checks its condition under it, so it
+    // cannot see the count reach zero and delete the engine while this thread still
+    // touches it. (Only async ops and blocking calls pay for the lock.)
     ~CountScope() {
-      if (count_.fetch_sub(1) == 1 && e_.stage_.load() != Stage::running) e_.wake();
+      std::lock_guard lk(e_.wait_mu_);
+      if (count_.fetch_sub(1) == 1) e_.wait_cv_.notify_all();
     }
     CountScope(const CountScope&) = delete;
     CountScope& operator=(const CountScope&) = delete;
