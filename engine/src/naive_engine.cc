@@ -135,44 +135,39 @@ class NaiveCore final : public EngineCore {
       a.version = writes(a.kind) ? ++a.var->pushed_version : a.var->pushed_version;
     }
     op->observe_push(observer_);
-    queue_.push_back(op.release());
     const std::size_t n = pending_.fetch_add(1) + 1;
     if (n > peak_.load()) peak_.store(n);
-    if (draining_) return;
-    draining_ = true;
-    // Runs until the queue is empty; the serial arena is left before draining_ is cleared,
-    // so that no thread is inside it once the engine may be stopped.
-    for (;;) {
-      lk.unlock();
-      if (serial_) {
-        serial_->execute([&] { run_queue(); });
-      } else {
-        run_queue();
-      }
-      lk.lock();
-      if (queue_.empty()) break;
+    if (draining_) {
+      queue_.push_back(op.release());
+      return;
     }
-    draining_ = false;
-    cv_.notify_all();
-  }
-
-  void run_queue() {
-    for (;;) {
-      Op* next;
-      {
-        std::lock_guard lk(mu_);
-        if (queue_.empty()) return;
+    draining_ = true;
+    // This op first (the queue is empty when no thread drains), then whatever was pushed
+    // meanwhile. The lock is taken twice per op: to register it, and to record it. The
+    // serial arena is entered per op and left before draining_ is cleared, so that no
+    // thread is inside it once the engine may be stopped.
+    for (Op* next = op.release(); next;) {
+      lk.unlock();
+      std::exception_ptr report;
+      if (serial_) {
+        serial_->execute([&] { report = run(next); });
+      } else {
+        report = run(next);
+      }
+      OpPtr(next).reset();
+      lk.lock();
+      if (report && !failure_) failure_ = std::move(report);
+      ++done_;
+      pending_.fetch_sub(1, std::memory_order_relaxed);
+      if (callers_ != 0) cv_.notify_all();
+      next = nullptr;
+      if (!queue_.empty()) {
         next = queue_.front();
         queue_.pop_front();
       }
-      std::exception_ptr failure = run(next);
-      std::lock_guard lk(mu_);
-      if (failure && !failure_) failure_ = std::move(failure);
-      OpPtr(next).reset();
-      ++done_;
-      pending_.fetch_sub(1);
-      cv_.notify_all();
     }
+    draining_ = false;
+    if (callers_ != 0 || stage_ != Stage::running) cv_.notify_all();
   }
 
   // Blocks until the first `count` ops pushed have run. Call with mu_ held.
