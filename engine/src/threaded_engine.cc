@@ -522,27 +522,34 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
       std::lock_guard vl(a.var->lock);
       if (grant_or_enqueue(a)) ++granted;
     }
-    // Counted before the op can run; a reserved op was counted active provisionally, so that
-    // a concurrent push never sees it idle.
-    const bool ready = granted == n;
-    std::uint64_t after = 0;
-    if (!counted) {
-    } else if (reserved) {
-      after = ready ? state_.load() : state_.fetch_sub(kActive) - kActive;
-    } else {
-      const std::uint64_t add = 1 + (ready ? kActive : 0);
-      after = state_.fetch_add(add) + add;
-    }
+    // Counted in flight before the op can run. An op this push granted entirely is ready,
+    // and active at once (a reserved op was counted active provisionally, so that a
+    // concurrent push never sees it idle); one whose last accesses other threads grant
+    // meanwhile becomes active below, when this thread finds it ready.
+    const bool all_granted = granted == n;
     if (counted) {
-      op->active = ready;
+      std::uint64_t after;
+      if (reserved) {
+        after = all_granted ? state_.load() : state_.fetch_sub(kActive) - kActive;
+      } else {
+        const std::uint64_t add = 1 + (all_granted ? kActive : 0);
+        after = state_.fetch_add(add) + add;
+      }
+      op->active = all_granted;
       const std::size_t now = inflight_of(after);
       if (now > peak_.load(std::memory_order_relaxed)) peak_.store(now, std::memory_order_relaxed);
-      if (reserved && !ready) wake_after(after + kActive, after, 1);
+      if (reserved && !all_granted) wake_after(after + kActive, after, 1);
     }
     // Dispatched under the push lock: shutdown takes it once idle, so no pusher is still
     // inside the pool or a lane when they stop.
     Op* raw = op.release();
-    if (raw->wait.fetch_sub(granted + 1, std::memory_order_acq_rel) == granted + 1) dispatch(raw);
+    if (raw->wait.fetch_sub(granted + 1, std::memory_order_acq_rel) == granted + 1) {
+      if (counted && !raw->active) {
+        raw->active = true;
+        state_.fetch_add(kActive);
+      }
+      dispatch(raw);
+    }
   }
 
   // Throws Error when the engine no longer accepts `op`. Call under the push lock.
