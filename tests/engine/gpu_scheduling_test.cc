@@ -26,25 +26,6 @@ using namespace std::chrono_literals;
 
 constexpr auto kPatience = 10s;
 
-// Device work that blocks its stream until the test opens the gate.
-class Gate {
- public:
-  void open() {
-    std::lock_guard lk(mu_);
-    open_ = true;
-    cv_.notify_all();
-  }
-  void pass() {
-    std::unique_lock lk(mu_);
-    cv_.wait_for(lk, kPatience, [&] { return open_; });
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool open_ = false;
-};
-
 // Polls `pred` until it holds or the patience runs out.
 template <class P>
 bool eventually(P pred) {

@@ -37,25 +37,6 @@ constexpr int kSkipRounds = 300;
 constexpr int kSkipRounds = 1000;
 #endif
 
-// Host work that blocks its stream until the test opens the gate.
-class Gate {
- public:
-  void open() {
-    std::lock_guard lk(mu_);
-    open_ = true;
-    cv_.notify_all();
-  }
-  void pass() {
-    std::unique_lock lk(mu_);
-    cv_.wait_for(lk, kPatience, [&] { return open_; });
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool open_ = false;
-};
-
 // The message of the error `s` reports for its work so far ("" when none).
 std::string notified_error(detail::DeviceStream& s) {
   std::promise<std::exception_ptr> p;

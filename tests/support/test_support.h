@@ -2,8 +2,11 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <initializer_list>
+#include <mutex>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -33,6 +36,26 @@ class PushCounter final : public Observer {
   void on_start(std::uint64_t, int) override {}
   void on_end(std::uint64_t, bool, bool) override {}
   std::atomic<int> pushes{0};
+};
+
+// Work (on a stream, a worker) that blocks until the test opens the gate, for 10 s at most,
+// so that a test that never opens it fails instead of hanging.
+class Gate {
+ public:
+  void open() {
+    std::lock_guard lk(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+  void pass() {
+    std::unique_lock lk(mu_);
+    cv_.wait_for(lk, std::chrono::seconds(10), [&] { return open_; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool open_ = false;
 };
 
 // Expects `f` to throw depengine::Error whose message contains every one of `parts`.
