@@ -148,15 +148,24 @@ class NaiveCore final : public EngineCore {
     // thread is inside it once the engine may be stopped.
     for (Op* next = op.release(); next;) {
       lk.unlock();
-      std::exception_ptr report;
+      Outcome outcome;
       if (serial_) {
-        serial_->execute([&] { report = run(next); });
+        serial_->execute([&] { outcome = run(next); });
       } else {
-        report = run(next);
+        outcome = run(next);
       }
+      // A wait_to_read on another thread reads the vars' failures under the lock, so they
+      // change under it; only this thread writes them, so it may compare without it.
+      if (next->write_failures_differ(outcome.failure)) {
+        lk.lock();
+        next->set_write_failures(outcome.failure);
+        lk.unlock();
+      }
+      // Destroying the op may push (an array its body held is deleted): queued, as this
+      // thread drains.
       OpPtr(next).reset();
       lk.lock();
-      if (report && !failure_) failure_ = std::move(report);
+      if (outcome.report && !failure_) failure_ = std::move(outcome.report);
       ++done_;
       pending_.fetch_sub(1, std::memory_order_relaxed);
       if (callers_ != 0) cv_.notify_all();
@@ -178,8 +187,13 @@ class NaiveCore final : public EngineCore {
     if (--callers_ == 0 && stage_ != Stage::running) cv_.notify_all();
   }
 
-  // Runs one op; returns what wait_all must report for it (its own failure or an observer's).
-  std::exception_ptr run(Op* op) noexcept {
+  struct Outcome {
+    Failure failure;             // for the vars the op writes
+    std::exception_ptr report;  // for wait_all: its own failure, or an observer's, or late
+  };
+
+  // Runs one op (without the lock). Its writes' failures are stored by the caller, under it.
+  Outcome run(Op* op) noexcept {
     op->observe_ready();
     Failure failure = op->upstream_failure();
     const bool skipped = static_cast<bool>(failure);
@@ -189,10 +203,15 @@ class NaiveCore final : public EngineCore {
       failure = Failure{execute(op, late), op->seq};
     }
     op->observe_end(static_cast<bool>(failure), skipped);
-    op->set_write_failures(failure);
-    if (failure && !skipped) return failure.error;
-    if (late) return late;
-    return std::exchange(op->observer_error, nullptr);
+    std::exception_ptr report;
+    if (failure && !skipped) {
+      report = failure.error;
+    } else if (late) {
+      report = std::move(late);
+    } else {
+      report = std::exchange(op->observer_error, nullptr);
+    }
+    return {std::move(failure), std::move(report)};
   }
 
   // Returns the op's failure; `late` gets an exception an async body threw after done().

@@ -241,6 +241,13 @@ Failure Op::upstream_failure() const noexcept {
   return earliest;
 }
 
+bool Op::write_failures_differ(const Failure& failure) noexcept {
+  for (const Access& a : acc) {
+    if (writes(a.kind) && a.var->failure.error != failure.error) return true;
+  }
+  return false;
+}
+
 void Op::set_write_failures(const Failure& failure) noexcept {
   for (Access& a : acc) {
     if (writes(a.kind)) a.var->failure = failure;

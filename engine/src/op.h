@@ -137,6 +137,8 @@ class Op final : public CompletionTarget {
   Failure upstream_failure() const noexcept;
   // Stores `failure` (empty clears) in every var this op writes.
   void set_write_failures(const Failure& failure) noexcept;
+  // True when set_write_failures(failure) would change some var.
+  bool write_failures_differ(const Failure& failure) noexcept;
 
   void add_ref() noexcept { refs_.fetch_add(1, std::memory_order_relaxed); }
   void release() noexcept {

@@ -369,6 +369,37 @@ TEST_P(Hardening, DeletingTheEngineFromItsOwnOp) {
   EXPECT_EQ(ran->load(), 21);
 }
 
+// One frontend keeps writing (and failing) a var while another waits on it. The naive engine
+// no longer holds its lock while ops run, so the failures it stores must still be ordered
+// with the waiter's read of them (TSan saw the race).
+TEST_P(Hardening, WaitingWhileAnotherFrontendFailsTheVar) {
+  auto e = make_engine(GetParam());
+  Var v = e->new_var();
+  std::atomic<bool> stop{false};
+  std::thread writer([&] {
+    for (int i = 0; i < 2000 && !stop.load(); ++i) {
+      e->push([i] {
+        if (i % 3 == 0) throw std::runtime_error("odd write");
+      }, {}, {v});
+    }
+  });
+  // The exceptions are not read here: their last reference may be dropped by a worker, and
+  // libstdc++'s reference count is invisible to TSan. What is checked is the var's failure
+  // itself, read by the waiter while the engine replaces it.
+  int waited = 0;
+  for (int i = 0; i < 500; ++i) {
+    try {
+      e->wait_to_read(v);
+    } catch (const std::runtime_error&) {
+    }
+    ++waited;
+  }
+  stop = true;
+  writer.join();
+  EXPECT_THROW(e->wait_all(), std::runtime_error);
+  EXPECT_EQ(waited, 500);
+}
+
 INSTANTIATE_TEST_SUITE_P(Engines, Hardening, kAllEngines, param_name);
 
 // Strict back-pressure with many pushing threads: the bound counts places taken by
