@@ -30,11 +30,19 @@ class EngineCore : public OpSink {
   bool owns(const Op* op) const noexcept { return op && op->sink() == this; }
 
   Var new_var() { return Var(new_var_state(id_)); }
-  virtual void push(const BodyBuilder& body, bool async, VarList reads, VarList writes,
-                    PushOptions options) = 0;
+  void push(const BodyBuilder& body, bool async, VarList reads, VarList writes,
+            PushOptions options) {
+    check_not_in_observer(async ? "push_async" : "push");
+    OpPtr op = make_op(this, body, async, std::move(options), reads, writes, id_);
+    if (op->opts.device.is_gpu()) check_gpu_queue(op->opts.device, op->opts.lane);
+    submit(std::move(op), nullptr);
+  }
+  void delete_var(const Var& v, std::function<void()> on_deleted) {
+    check_not_in_observer("delete_var");
+    submit(make_delete_op(this, v, std::move(on_deleted), id_), v.state());
+  }
   virtual void wait_to_read(const Var& v) = 0;
   virtual void wait_all() = 0;
-  virtual void delete_var(const Var& v, std::function<void()> on_deleted) = 0;
 
   virtual std::string_view kind() const noexcept = 0;
   virtual int cpu_threads() const noexcept = 0;
@@ -58,6 +66,13 @@ class EngineCore : public OpSink {
   // independent work has finished before std::exit goes on to destroy other statics). The
   // caller then hands the core to a thread that runs shutdown() and deletes it.
   virtual void shutdown_from_own_op() noexcept = 0;
+
+ protected:
+  // Throws Error naming the device or lane when `device` has no such queue here (makes the
+  // GPU stream on first use).
+  virtual void check_gpu_queue(Device device, Lane lane) = 0;
+  // Registers a pushed op (delete_var's when `to_delete` is set), all or nothing.
+  virtual void submit(OpPtr op, VarState* to_delete) = 0;
 
  private:
   const std::uint64_t id_;

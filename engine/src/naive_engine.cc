@@ -35,14 +35,6 @@ class NaiveCore final : public EngineCore {
 
   ~NaiveCore() override { shutdown(); }
 
-  void push(const BodyBuilder& body, bool async, VarList reads, VarList writes,
-            PushOptions options) override {
-    check_not_in_observer(async ? "push_async" : "push");
-    OpPtr op = make_op(this, body, async, std::move(options), reads, writes, id());
-    if (op->opts.device.is_gpu()) stream_for(op->opts.device, op->opts.lane);  // validates
-    submit(std::move(op), nullptr);
-  }
-
   void wait_to_read(const Var& v) override {
     check_not_in_op("wait_to_read");
     check_not_in_observer("wait_to_read");
@@ -65,11 +57,6 @@ class NaiveCore final : public EngineCore {
       failure = std::exchange(failure_, nullptr);
     }
     if (failure) std::rethrow_exception(failure);
-  }
-
-  void delete_var(const Var& v, std::function<void()> on_deleted) override {
-    check_not_in_observer("delete_var");
-    submit(make_delete_op(this, v, std::move(on_deleted), id()), v.state());
   }
 
   std::string_view kind() const noexcept override { return "naive"; }
@@ -113,12 +100,14 @@ class NaiveCore final : public EngineCore {
  private:
   enum class Stage { running, draining, stopped };
 
+  void check_gpu_queue(Device device, Lane lane) override { stream_for(device, lane); }
+
   // Registers the op in push order, all-or-nothing: what can throw (shutdown refusal, a
   // deleted var) comes before any state changes, and observers are contained. The thread
   // that finds no other draining runs the queue, this op included, before returning; a push
   // made meanwhile (by a running op, or by a thread completing an async op) is queued and
   // runs after the ops before it, on the draining thread. No lock is held while ops run.
-  void submit(OpPtr op, VarState* to_delete) {
+  void submit(OpPtr op, VarState* to_delete) override {
     std::unique_lock lk(mu_);
     if (stage_ != Stage::running) {
       const bool admitted = stage_ == Stage::draining && (to_delete || owns(current_op()));

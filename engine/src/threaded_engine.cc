@@ -203,14 +203,6 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
 
   ~ThreadedCore() override { shutdown(); }
 
-  void push(const BodyBuilder& body, bool async, VarList reads, VarList writes,
-            PushOptions options) override {
-    check_not_in_observer(async ? "push_async" : "push");
-    OpPtr op = make_op(this, body, async, std::move(options), reads, writes, id());
-    if (op->opts.device.is_gpu()) lane_for(op->opts.device, op->opts.lane);  // validates
-    submit(std::move(op), nullptr);
-  }
-
   void wait_to_read(const Var& v) override {
     check_not_in_op("wait_to_read");
     check_not_in_observer("wait_to_read");
@@ -265,11 +257,6 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
       failure = std::exchange(failure_, nullptr);
     }
     if (failure) std::rethrow_exception(failure);
-  }
-
-  void delete_var(const Var& v, std::function<void()> on_deleted) override {
-    check_not_in_observer("delete_var");
-    submit(make_delete_op(this, v, std::move(on_deleted), id()), v.state());
   }
 
   std::string_view kind() const noexcept override { return "threaded"; }
@@ -488,9 +475,11 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     std::atomic<int>& count_;
   };
 
+  void check_gpu_queue(Device device, Lane lane) override { lane_for(device, lane); }
+
   // All-or-nothing: everything that can throw (back-pressure refusal, shutdown refusal, a
   // deleted var) happens before the op changes any state; observers are contained.
-  void submit(OpPtr op, VarState* to_delete) {
+  void submit(OpPtr op, VarState* to_delete) override {
     const bool counted = op->waiter == nullptr;
     Op* running = current_op();
     // A frontend push into a bounded engine reserves its place first, and may wait for it.
@@ -590,16 +579,14 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
   }
 
   // Subtracts `counts` (ops in flight and activity, as in state_) and, for a counted op, one
-  // from `epoch`; wakes the waiters whose condition may have become true.
+  // from `epoch`.
   void retire(Epoch* epoch, std::uint64_t counts) {
-    std::size_t epoch_left = 1;
-    if (epoch) epoch_left = epoch->pending.fetch_sub(1) - 1;
-    const std::uint64_t before = state_.fetch_sub(counts);
-    wake_after(before, before - counts, epoch_left);
+    retire_delta(epoch, std::uint64_t{0} - counts);
   }
 
   // Applies `delta` (added modulo 2^64: counts leave and newly ready ops become active in
-  // one step) after decrementing `epoch`.
+  // one step) after decrementing `epoch`, and wakes the waiters whose condition may have
+  // become true.
   void retire_delta(Epoch* epoch, std::uint64_t delta) {
     std::size_t epoch_left = 1;
     if (epoch) epoch_left = epoch->pending.fetch_sub(1) - 1;
