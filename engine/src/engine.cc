@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -46,6 +47,23 @@ std::vector<ObserverFactory>& observer_factories() {
   return factories;
 }
 
+// DEPENGINE_RECORD / DEPENGINE_PROFILE asked for something that only depengine::inspect
+// (a registered factory) provides: says so once rather than ignoring them silently.
+void warn_inspection_unavailable() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    for (const char* name : {"DEPENGINE_RECORD", "DEPENGINE_PROFILE"}) {
+      const char* v = std::getenv(name);
+      if (v && *v && std::string_view(v) != "0") {
+        std::fprintf(stderr,
+                     "depengine: %s is set, but this program does not link depengine::inspect; "
+                     "nothing is recorded\n",
+                     name);
+      }
+    }
+  });
+}
+
 // The observer the registered factories give a new engine: null, one, or their fanout.
 std::shared_ptr<Observer> observer_from_factories() {
   std::vector<ObserverFactory> factories;
@@ -53,6 +71,7 @@ std::shared_ptr<Observer> observer_from_factories() {
     std::lock_guard lock(g_factories_mutex);
     factories = observer_factories();
   }
+  if (factories.empty()) warn_inspection_unavailable();
   std::vector<std::shared_ptr<Observer>> observers;
   for (ObserverFactory f : factories) {
     if (auto o = f()) observers.push_back(std::move(o));
