@@ -28,7 +28,7 @@
 #include <string>
 #include <vector>
 
-#include "cuda/kernels.h"
+#include "depengine/ops/cuda.h"
 #include "depengine/engine.h"
 #include "depengine/ndarray.h"
 #include "depengine/profiler.h"

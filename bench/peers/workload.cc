@@ -1,11 +1,12 @@
 #include "workload.h"
 
 #include <algorithm>
-#include <bit>
 #include <chrono>
 #include <iterator>
-#include <random>
+#include <limits>
 #include <stdexcept>
+
+#include "graphfile.h"
 
 namespace depengine::peers {
 namespace {
@@ -22,10 +23,10 @@ std::uint64_t mix(std::uint64_t x) noexcept {
 
 // The grid patterns' width: Task Bench runs stencil_1d at 2 x threads; the 5-dependency
 // patterns need at least 16 points for 5 distinct dependencies, and fft a power of two.
-constexpr std::uint32_t kWideWidth = 16;
-constexpr std::uint32_t kRandomVars = 1000;
+constexpr int kWideWidth = 16;
+constexpr int kRandomVars = 1000;
 constexpr std::uint64_t kRandomSeed = 20240607;
-constexpr std::uint32_t kCholeskyTiles = 8;
+constexpr int kCholeskyTiles = 8;
 
 std::size_t ceil_div(std::size_t a, std::size_t b) { return (a + b - 1) / b; }
 
@@ -62,121 +63,50 @@ Pattern parse_pattern(std::string_view name) {
   throw std::invalid_argument("unknown pattern '" + std::string(name) + "'");
 }
 
-Graph::Graph(Pattern pattern, std::size_t tasks, int threads) : pattern_(pattern) {
-  tasks = std::max<std::size_t>(tasks, 1);
-  const auto narrow = static_cast<std::uint32_t>(2 * std::max(threads, 1));
-  // A grid of `width` points and `steps` steps over two buffers of `width` vars; the point
-  // (t, i) reads `deps(t, i)` of the buffer step t - 1 wrote and writes its own point of the
-  // other buffer.
-  auto grid = [&](std::uint32_t width, auto deps) {
-    num_vars_ = 2 * static_cast<std::size_t>(width);
-    const std::size_t steps = ceil_div(tasks, width);
-    for (std::size_t t = 0; t < steps; ++t) {
-      const std::uint32_t in = ((t + 1) % 2) * width;
-      const std::uint32_t out = (t % 2) * width;
-      for (std::uint32_t i = 0; i < width; ++i) {
-        std::vector<std::uint32_t> reads;
-        for (std::uint32_t d : deps(t, i)) reads.push_back(in + d);
-        add(std::move(reads), {out + i});
-      }
-    }
-  };
+namespace {
+
+int to_int(std::size_t n) {
+  return static_cast<int>(std::min<std::size_t>(n, std::numeric_limits<int>::max()));
+}
+
+// The pattern as a program of the workload generator, about `tasks` ops.
+graphfile::Program program_for(Pattern pattern, std::size_t tasks, int threads) {
+  namespace gf = graphfile;
+  const int narrow = 2 * std::max(threads, 1);
+  const auto steps = [&](int width) { return to_int(ceil_div(tasks, width)); };
   switch (pattern) {
     case Pattern::trivial:
-      num_vars_ = tasks;
-      for (std::uint32_t k = 0; k < tasks; ++k) add({}, {k});
-      break;
-    case Pattern::chain: {
-      num_vars_ = narrow;
-      const std::size_t steps = ceil_div(tasks, narrow);
-      for (std::size_t t = 0; t < steps; ++t) {
-        for (std::uint32_t i = 0; i < narrow; ++i) add({i}, {i});
-      }
-      break;
-    }
+      return gf::generate_independent(to_int(tasks), 0);
+    case Pattern::chain:
+      return gf::generate_chain(narrow, steps(narrow), 0);
     case Pattern::stencil_1d:
-      grid(narrow, [&](std::size_t, std::uint32_t i) {
-        std::vector<std::uint32_t> d;
-        for (std::int64_t j = std::int64_t{i} - 1; j <= std::int64_t{i} + 1; ++j) {
-          if (j >= 0 && j < narrow) d.push_back(static_cast<std::uint32_t>(j));
-        }
-        return d;
-      });
-      break;
+      return gf::generate_grid(gf::GridPattern::stencil, narrow, steps(narrow), 0);
     case Pattern::nearest:
-      grid(kWideWidth, [](std::size_t, std::uint32_t i) {
-        std::vector<std::uint32_t> d;
-        for (std::int64_t j = std::int64_t{i} - 2; j <= std::int64_t{i} + 2; ++j) {
-          if (j >= 0 && j < kWideWidth) d.push_back(static_cast<std::uint32_t>(j));
-        }
-        return d;
-      });
-      break;
+      return gf::generate_grid(gf::GridPattern::nearest, kWideWidth, steps(kWideWidth), 0);
     case Pattern::spread:
-      grid(kWideWidth, [](std::size_t, std::uint32_t i) {
-        std::vector<std::uint32_t> d;
-        for (std::uint32_t k = 0; k < 5; ++k) d.push_back((i + k * (kWideWidth / 5)) % kWideWidth);
-        return d;
-      });
-      break;
+      return gf::generate_grid(gf::GridPattern::spread, kWideWidth, steps(kWideWidth), 0);
     case Pattern::fft:
-      grid(kWideWidth, [](std::size_t t, std::uint32_t i) {
-        const std::uint32_t stages = std::bit_width(kWideWidth) - 1;
-        return std::vector<std::uint32_t>{i, i ^ (1u << (t % stages))};
-      });
-      break;
-    case Pattern::tree: {
-      // Levels of 16, 8, 4, 2, 1 vars; the root is the last var.
-      std::vector<std::uint32_t> level_start;
-      std::uint32_t n = 0;
-      for (std::uint32_t w = kWideWidth; w >= 1; w /= 2) {
-        level_start.push_back(n);
-        n += w;
-      }
-      num_vars_ = n;
-      const std::uint32_t root = n - 1;
-      const std::size_t rounds = ceil_div(tasks, 2 * kWideWidth - 1);
-      for (std::size_t r = 0; r < rounds; ++r) {
-        for (std::uint32_t i = 0; i < kWideWidth; ++i) add({root}, {i});
-        std::uint32_t w = kWideWidth / 2;
-        for (std::size_t l = 1; l < level_start.size(); ++l, w /= 2) {
-          for (std::uint32_t j = 0; j < w; ++j) {
-            add({level_start[l - 1] + 2 * j, level_start[l - 1] + 2 * j + 1}, {level_start[l] + j});
-          }
-        }
-      }
-      break;
-    }
-    case Pattern::random_dag: {
-      num_vars_ = kRandomVars;
-      std::mt19937_64 rng(kRandomSeed);
-      std::uniform_int_distribution<std::uint32_t> pick(0, kRandomVars - 1);
-      for (std::size_t k = 0; k < tasks; ++k) {
-        const std::uint32_t a = pick(rng), b = pick(rng), c = pick(rng);
-        add({a, b}, {c});
-      }
-      break;
-    }
+      return gf::generate_grid(gf::GridPattern::fft, kWideWidth, steps(kWideWidth), 0);
+    case Pattern::tree:
+      return gf::generate_tree(kWideWidth, 0, steps(2 * kWideWidth - 1));
+    case Pattern::random_dag:
+      return gf::generate_random(to_int(tasks), kRandomVars, 2, 1, kRandomSeed, 0);
     case Pattern::cholesky: {
-      constexpr std::uint32_t T = kCholeskyTiles;
-      auto tile = [](std::uint32_t i, std::uint32_t j) { return i * (i + 1) / 2 + j; };
-      num_vars_ = T * (T + 1) / 2;
-      const std::size_t per = T + T * (T - 1) + T * (T - 1) * (T - 2) / 6;
-      const std::size_t reps = ceil_div(tasks, per);
-      for (std::size_t r = 0; r < reps; ++r) {
-        for (std::uint32_t k = 0; k < T; ++k) {
-          add({tile(k, k)}, {tile(k, k)});                                  // potrf
-          for (std::uint32_t i = k + 1; i < T; ++i) add({tile(k, k), tile(i, k)}, {tile(i, k)});  // trsm
-          for (std::uint32_t i = k + 1; i < T; ++i) {
-            add({tile(i, k), tile(i, i)}, {tile(i, i)});  // syrk
-            for (std::uint32_t j = k + 1; j < i; ++j) {
-              add({tile(i, k), tile(j, k), tile(i, j)}, {tile(i, j)});  // gemm
-            }
-          }
-        }
-      }
-      break;
+      constexpr int T = kCholeskyTiles;
+      return gf::generate_cholesky(T, 0, steps(T * (T + 1) * (T + 2) / 6));
     }
+  }
+  throw std::invalid_argument("unknown pattern");
+}
+
+}  // namespace
+
+Graph::Graph(Pattern pattern, std::size_t tasks, int threads) : pattern_(pattern) {
+  const graphfile::Program program = program_for(pattern, std::max<std::size_t>(tasks, 1), threads);
+  num_vars_ = program.vars.size();
+  for (const graphfile::OpSpec& op : program.ops) {
+    add(std::vector<std::uint32_t>(op.reads.begin(), op.reads.end()),
+        std::vector<std::uint32_t>(op.writes.begin(), op.writes.end()));
   }
   finalize();
 }

@@ -1,16 +1,19 @@
 // Engine construction, the process default engine, environment options, devices.
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
+#include <vector>
 
 #include "depengine/engine.h"
 #include "depengine/env.h"
+#include "depengine/observer_fanout.h"
 #include "engine_core.h"
 #include "engine_options.h"
-#include "inspect/env_observer.h"
 #include "op.h"
 
 namespace depengine {
@@ -38,7 +41,56 @@ void watch_exit_status() {
   std::_Exit(g_exit_status.load());
 }
 
+std::mutex g_factories_mutex;
+std::vector<ObserverFactory>& observer_factories() {
+  static std::vector<ObserverFactory> factories;
+  return factories;
+}
+
+// DEPENGINE_RECORD / DEPENGINE_PROFILE asked for something that only depengine::inspect
+// (a registered factory) provides: says so once rather than ignoring them silently.
+void warn_inspection_unavailable() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    for (const char* name : {"DEPENGINE_RECORD", "DEPENGINE_PROFILE"}) {
+      const char* v = std::getenv(name);
+      if (v && *v && std::string_view(v) != "0") {
+        std::fprintf(stderr,
+                     "depengine: %s is set, but this program does not link depengine::inspect; "
+                     "nothing is recorded\n",
+                     name);
+      }
+    }
+  });
+}
+
+// The observer the registered factories give a new engine: null, one, or their fanout.
+std::shared_ptr<Observer> observer_from_factories() {
+  std::vector<ObserverFactory> factories;
+  {
+    std::lock_guard lock(g_factories_mutex);
+    factories = observer_factories();
+  }
+  if (factories.empty()) warn_inspection_unavailable();
+  std::vector<std::shared_ptr<Observer>> observers;
+  for (ObserverFactory f : factories) {
+    if (auto o = f()) observers.push_back(std::move(o));
+  }
+  if (observers.empty()) return nullptr;
+  if (observers.size() == 1) return std::move(observers.front());
+  return std::make_shared<ObserverFanout>(std::move(observers));
+}
+
 }  // namespace
+
+void add_engine_observer_factory(ObserverFactory factory) {
+  if (factory == nullptr) throw Error("add_engine_observer_factory: the factory is null");
+  std::lock_guard lock(g_factories_mutex);
+  auto& factories = observer_factories();
+  if (std::find(factories.begin(), factories.end(), factory) == factories.end()) {
+    factories.push_back(factory);
+  }
+}
 
 std::string Device::str() const {
   return is_cpu() ? std::string("cpu") : "gpu(" + std::to_string(id) + ")";
@@ -157,9 +209,10 @@ std::unique_ptr<Engine> Engine::create(std::string_view kind, EngineOptions opti
                 "' (expected \"naive\" or \"threaded\")");
   }
   std::unique_ptr<Engine> engine = std::make_unique<detail::EngineHandle>(std::move(core));
-  // DEPENGINE_RECORD / DEPENGINE_PROFILE: the engine holds the only reference, so the
-  // files are written when it is destroyed.
-  if (auto observer = detail::observer_from_environment()) engine->set_observer(std::move(observer));
+  // The registered factories' observers (depengine::inspect's: DEPENGINE_RECORD and
+  // DEPENGINE_PROFILE). The engine holds the only reference, so their files are written when
+  // it is destroyed.
+  if (auto observer = observer_from_factories()) engine->set_observer(std::move(observer));
   return engine;
 }
 

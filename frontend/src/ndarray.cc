@@ -17,7 +17,7 @@
 #endif
 
 #if DEPENGINE_HAS_CUDA
-#include "cuda/kernels.h"
+#include "depengine/ops/cuda.h"
 #endif
 
 namespace depengine {

@@ -21,7 +21,7 @@
 #include "internal.h"
 
 #if DEPENGINE_HAS_CUDA
-#include "cuda/kernels.h"
+#include "depengine/ops/cuda.h"
 #endif
 
 namespace depengine {

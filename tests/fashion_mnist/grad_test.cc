@@ -1,6 +1,6 @@
 // Each backward op of depengine/nn.h against central finite differences of the forward
 // computation it differentiates, plus the full softmax-regression and MLP backward passes
-// (examples/fashion_mnist/model.h) against finite differences of their loss. Shapes are
+// (tools/fashion_mnist/model.h) against finite differences of their loss. Shapes are
 // small; everything runs on the naive engine, so the host may edit a parameter between ops.
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// The IDX reader (examples/fashion_mnist/idx.h): good files, gzip and plain, read back
+// The IDX reader (tools/fashion_mnist/idx.h): good files, gzip and plain, read back
 // exactly; every kind of corrupt file (missing, wrong magic, truncated header, pixels or gzip
 // stream, trailing bytes, implausible dimensions, label out of range, counts that disagree)
 // throws depengine::Error saying what is wrong.

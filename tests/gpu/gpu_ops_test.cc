@@ -10,7 +10,7 @@
 
 #include <gtest/gtest.h>
 
-#include "cuda/kernels.h"
+#include "depengine/ops/cuda.h"
 #include "depengine/engine.h"
 #include "depengine/ops/elementwise.h"
 #include "depengine/ops/fill.h"

@@ -43,6 +43,10 @@ cmake -S "$src/tests/package/consumer" -B "$scratch/cmake" -G Ninja --no-warn-un
   -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Release "${cmake_hide[@]}" >/dev/null
 cmake --build "$scratch/cmake" >/dev/null
 "$scratch/cmake/consumer" || fail "the find_package consumer failed"
+# depengine::depengine includes depengine::inspect: DEPENGINE_RECORD works without a call.
+DEPENGINE_RECORD="$scratch/cmake.json" "$scratch/cmake/consumer" 2>/dev/null ||
+  fail "the find_package consumer failed with DEPENGINE_RECORD"
+[[ -s $scratch/cmake.json ]] || fail "DEPENGINE_RECORD wrote no graph (find_package consumer)"
 
 # pkg-config route: plain --libs (what most users write) and --static --libs. The prefix is
 # not on the loader's path, so the consumer names it as README.md says: an rpath to libdir.
@@ -62,5 +66,9 @@ for flag in "" --static; do
   g++ -o "$scratch/pc_consumer" "$src/tests/package/consumer/main.cc" \
     $(pkg-config --cflags depengine) $libs "$rpath" || fail "link with pkg-config --libs $flag"
   "$scratch/pc_consumer" || fail "the pkg-config consumer ($flag) failed"
+  rm -f "$scratch/pc.json"
+  DEPENGINE_RECORD="$scratch/pc.json" "$scratch/pc_consumer" 2>/dev/null ||
+    fail "the pkg-config consumer ($flag) failed with DEPENGINE_RECORD"
+  [[ -s $scratch/pc.json ]] || fail "DEPENGINE_RECORD wrote no graph (pkg-config $flag)"
 done
 echo "package check passed ($kind)"

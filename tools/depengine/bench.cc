@@ -69,8 +69,10 @@ int bench(int argc, char** argv) {
       const int ops = ops_for(op_us, scale);
       std::vector<double> tn, tt;
       for (int r = 0; r < repeat; ++r) {
-        tn.push_back(bench::run_scenario(*naive, shape, ops, op_us, static_cast<std::uint32_t>(r + 1)));
-        tt.push_back(bench::run_scenario(*threaded, shape, ops, op_us, static_cast<std::uint32_t>(r + 1)));
+        const graphfile::Program program =
+            bench::scenario_program(shape, ops, op_us, static_cast<std::uint32_t>(r + 1));
+        tn.push_back(graphfile::run_plain(*naive, program));
+        tt.push_back(graphfile::run_plain(*threaded, program));
       }
       const double n_ns = median(tn) * 1e9 / ops, t_ns = median(tt) * 1e9 / ops;
       char cost[32];

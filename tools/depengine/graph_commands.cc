@@ -95,13 +95,22 @@ constexpr const char* kAnalyzeHelp =
 constexpr const char* kGenerateHelp =
     "usage: depengine generate KIND [SIZES] [--cost-us C] [-o FILE]\n"
     "Writes a graph file (to standard output unless -o) for a well-known DAG:\n"
-    "  cholesky  --tiles T                tiled Cholesky, T(T+1)(T+2)/6 ops (default T=4)\n"
+    "  cholesky  --tiles T [--repeats K]  tiled Cholesky, T(T+1)(T+2)/6 ops (default T=4),\n"
+    "                                     K factorizations of the same tiles (1)\n"
     "  lu        --tiles T                tiled LU without pivoting, T(T+1)(2T+1)/6 ops\n"
     "  stencil   --width W --steps S      1-D 3-point stencil, double-buffered (16 x 8)\n"
-    "  tree      --leaves N               binary reduction tree (64)\n"
+    "  tree      --leaves N [--rounds K]  binary reduction tree (64); K reductions, each\n"
+    "                                     round's leaves reading the last root (1)\n"
     "  forkjoin  --width W --stages S     fork, W parallel ops, join; S times (8 x 4)\n"
     "  random    --ops N --vars V --reads R --writes W --seed S\n"
     "                                     seeded random DAG (1000 ops, 100 vars, 2, 1, 1)\n"
+    "  chain     --width W --steps S      W independent chains of S ops (1 x 1000)\n"
+    "  independent --ops N                N ops, each writing its own var (1000)\n"
+    "  fan       --ops N                  blocks of one write, 1000 reads of it, one write\n"
+    "                                     (2004)\n"
+    "  nearest | spread | fft  --width W --steps S\n"
+    "                                     Task Bench's grids without an init row: 5 nearest,\n"
+    "                                     5 spread, butterfly (W a power of two) (16 x 8)\n"
     "Every op costs C microseconds (default 1000). A file may hold at most 10^7 var\n"
     "accesses (reads + writes over all ops); larger sizes are refused up front.\n";
 
@@ -247,8 +256,9 @@ int generate(int argc, char** argv) {
   }
   return guarded("generate", [&] {
     const Args args(argc, argv,
-                    {"--tiles", "--width", "--steps", "--leaves", "--stages", "--ops", "--vars",
-                     "--reads", "--writes", "--seed", "--cost-us", "-o"},
+                    {"--tiles", "--repeats", "--width", "--steps", "--leaves", "--rounds",
+                     "--stages", "--ops", "--vars", "--reads", "--writes", "--seed",
+                     "--cost-us", "-o"},
                     {});
     if (args.positional().size() != 1) throw UsageError("expected one KIND");
     const std::string kind = args.positional().front();
@@ -261,13 +271,13 @@ int generate(int argc, char** argv) {
     check_outputs(args, {"-o"});
     gf::Program p;
     if (kind == "cholesky") {
-      p = gf::generate_cholesky(size("--tiles", 4), cost);
+      p = gf::generate_cholesky(size("--tiles", 4), cost, size("--repeats", 1));
     } else if (kind == "lu") {
       p = gf::generate_lu(size("--tiles", 4), cost);
     } else if (kind == "stencil") {
       p = gf::generate_stencil(size("--width", 16), size("--steps", 8), cost);
     } else if (kind == "tree") {
-      p = gf::generate_tree(size("--leaves", 64), cost);
+      p = gf::generate_tree(size("--leaves", 64), cost, size("--rounds", 1));
     } else if (kind == "forkjoin") {
       p = gf::generate_forkjoin(size("--width", 8), size("--stages", 4), cost);
     } else if (kind == "random") {
@@ -275,9 +285,21 @@ int generate(int argc, char** argv) {
                                                      std::numeric_limits<std::uint64_t>::max());
       p = gf::generate_random(size("--ops", 1000), size("--vars", 100), size("--reads", 2),
                               size("--writes", 1), seed, cost);
+    } else if (kind == "chain") {
+      p = gf::generate_chain(size("--width", 1), size("--steps", 1000), cost);
+    } else if (kind == "independent") {
+      p = gf::generate_independent(size("--ops", 1000), cost);
+    } else if (kind == "fan") {
+      p = gf::generate_fan(size("--ops", 2 * (gf::kFanReads + 2)), cost);
+    } else if (kind == "nearest" || kind == "spread" || kind == "fft") {
+      const gf::GridPattern g = kind == "nearest"  ? gf::GridPattern::nearest
+                                : kind == "spread" ? gf::GridPattern::spread
+                                                   : gf::GridPattern::fft;
+      p = gf::generate_grid(g, size("--width", 16), size("--steps", 8), cost);
     } else {
       throw UsageError("unknown KIND '" + kind +
-                       "' (expected cholesky, lu, stencil, tree, forkjoin or random)");
+                       "' (expected cholesky, lu, stencil, tree, forkjoin, random, chain, "
+                       "independent, fan, nearest, spread or fft)");
     }
     write_text_file(args.str("-o", "-"), gf::to_json(p));
     return 0;

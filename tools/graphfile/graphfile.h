@@ -95,15 +95,45 @@ void check_devices(const Program& program, int gpus);
 // its cost, then wait_all. When `recorder` is given, the vars get their names in it.
 // Returns the wall time in seconds from the first push to the end of wait_all.
 double run(Engine& engine, const Program& program, GraphRecorder* recorder = nullptr);
+// For overhead benchmarks: runs the program as plain CPU ops without names, placements or
+// priorities (the engine's cheapest push), every access resolved before the clock starts.
+// Returns the wall time in seconds from the first push to the end of wait_all.
+double run_plain(Engine& engine, const Program& program);
 
-// Well-known DAG shapes. Every op costs `cost_us`. Throw std::invalid_argument for sizes
-// out of range, checked before anything is built (a program of more than
-// kMaxGeneratedAccesses accesses is out of range).
-Program generate_cholesky(int tiles, double cost_us);  // T(T+1)(T+2)/6 ops
+// Well-known DAG shapes: the one workload generator of `depengine generate`, `depengine
+// bench`, the engine benchmarks and the peers benchmark. Every op costs `cost_us`. Throw
+// std::invalid_argument for sizes out of range, checked before anything is built (a program
+// of more than kMaxGeneratedAccesses accesses, or of more than 10^6 ops, is out of range).
+//
+// Tiled Cholesky, T(T+1)(T+2)/6 ops; `repeats` factorizations of the same tiles in a row.
+Program generate_cholesky(int tiles, double cost_us, int repeats = 1);
 Program generate_lu(int tiles, double cost_us);        // no pivoting; T(T+1)(2T+1)/6 ops
-Program generate_stencil(int width, int steps, double cost_us);  // 1-D, 3-point
-Program generate_tree(int leaves, double cost_us);               // binary reduction
+// 1-D, 3-point: a row of init ops, then `steps` steps (a grid, below, of GridPattern::stencil).
+Program generate_stencil(int width, int steps, double cost_us);
+// A binary reduction of `leaves` leaves; `rounds` reductions in a row, where the leaves of
+// every round but the first read the previous round's root.
+Program generate_tree(int leaves, double cost_us, int rounds = 1);
 Program generate_forkjoin(int width, int stages, double cost_us);
+// `width` independent chains of `steps` ops; each op reads and writes its chain's var.
+Program generate_chain(int width, int steps, double cost_us);
+// `ops` independent ops, each writing its own var.
+Program generate_independent(int ops, double cost_us);
+// Blocks of kFanReads + 2 ops: one write of the var "hub", kFanReads ops that each read it
+// and write a var of their own, one write of "hub"; the last block is cut at `ops` ops.
+inline constexpr int kFanReads = 1000;
+Program generate_fan(int ops, double cost_us);
+
+// Task Bench's grid patterns: `steps` steps over `width` points held in two buffers of vars;
+// a point reads points of the buffer the previous step wrote and writes its own point of the
+// other buffer (no init row: the first step reads vars nothing wrote).
+enum class GridPattern {
+  stencil,  // i - 1, i, i + 1
+  nearest,  // the 5 nearest points, i - 2 to i + 2
+  spread,   // 5 points spread across the row: i + k * (width / 5) mod width, k < 5
+  fft,      // butterfly: i and i ^ 2^((step - 1) mod log2(width)); width a power of two
+};
+std::string_view grid_pattern_name(GridPattern p) noexcept;
+Program generate_grid(GridPattern pattern, int width, int steps, double cost_us);
 // `ops` ops over `vars` vars, each reading `reads` and writing `writes` distinct vars
 // chosen by a seeded generator (the same seed gives the same file everywhere).
 Program generate_random(int ops, int vars, int reads, int writes, std::uint64_t seed,

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string_view>
 
@@ -54,5 +55,20 @@ class Observer {
   // Op `id` finished; `skipped` when it did not run because an input had failed.
   virtual void on_end(std::uint64_t id, bool failed, bool skipped) = 0;
 };
+
+// Returns the observer to attach to a new engine, or null for none.
+using ObserverFactory = std::shared_ptr<Observer> (*)();
+
+// Registers `factory`: every engine Engine::create makes from now on asks it for an
+// observer (several factories' observers are combined by an ObserverFanout, in registration
+// order). A library registers its factory when it is loaded; depengine::inspect registers the
+// one that DEPENGINE_RECORD and DEPENGINE_PROFILE turn on. A factory that throws makes
+// Engine::create throw. Registering the same factory again has no effect.
+//
+//   std::shared_ptr<depengine::Observer> make_mine() { return std::make_shared<Mine>(); }
+//   depengine::add_engine_observer_factory(&make_mine);
+//
+// This function is thread-safe.
+void add_engine_observer_factory(ObserverFactory factory);
 
 }  // namespace depengine

@@ -1,7 +1,7 @@
 // GPU elementwise kernels: one grid-stride loop per shape of op, the op chosen per element by
 // a switch that is uniform across a warp.
 #include "common.cuh"
-#include "kernels.h"
+#include "depengine/ops/cuda.h"
 
 namespace depengine::ops::cuda {
 namespace {

@@ -1,7 +1,7 @@
 // GPU fills, ranges and device copies.
 #include "common.cuh"
 #include "depengine/ops/size.h"
-#include "kernels.h"
+#include "depengine/ops/cuda.h"
 
 namespace depengine::ops::cuda {
 namespace {

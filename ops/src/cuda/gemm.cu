@@ -8,7 +8,7 @@
 
 #include "common.cuh"
 #include "depengine/ops/gemm.h"
-#include "kernels.h"
+#include "depengine/ops/cuda.h"
 
 namespace depengine::ops::cuda {
 namespace {

@@ -7,7 +7,7 @@
 
 #include "common.cuh"
 #include "depengine/ops/size.h"
-#include "kernels.h"
+#include "depengine/ops/cuda.h"
 
 namespace depengine::ops::cuda {
 namespace {

@@ -4,7 +4,7 @@
 #include <numbers>
 
 #include "common.cuh"
-#include "kernels.h"
+#include "depengine/ops/cuda.h"
 
 namespace depengine::ops::cuda {
 namespace {

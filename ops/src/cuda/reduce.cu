@@ -8,7 +8,7 @@
 #include <limits>
 
 #include "common.cuh"
-#include "kernels.h"
+#include "depengine/ops/cuda.h"
 
 namespace depengine::ops::cuda {
 namespace {

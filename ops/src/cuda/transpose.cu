@@ -1,6 +1,6 @@
 // GPU 2-D transpose through shared-memory tiles (coalesced reads and writes).
 #include "common.cuh"
-#include "kernels.h"
+#include "depengine/ops/cuda.h"
 
 namespace depengine::ops::cuda {
 namespace {

@@ -1,5 +1,11 @@
-// GPU kernels (CUDA builds only): the operations of depengine::ops::cpu on device memory.
-// Internal to depengine (the frontend calls them); no CUDA types, so plain C++ includes it.
+// depengine/ops/cuda.h — GPU kernels: the operations of depengine::ops::cpu on device
+// memory. Declared only in CUDA builds (DEPENGINE_HAS_CUDA, depengine/config.h); no CUDA
+// types, so plain C++ includes it. The frontend's GPU arrays call them.
+//
+//   #if DEPENGINE_HAS_CUDA
+//   engine.push([=](const RunContext& ctx) { ops::cuda::fill(ctx, out, n, 1.0f); }, {}, {v},
+//               {.device = Device::gpu(0)});
+//   #endif
 //
 // Each function enqueues its work on the CUDA stream of `ctx` (a GPU op's RunContext) and
 // returns at once; pointers are device pointers of ctx.device unless named host. A launch
@@ -11,10 +17,12 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "depengine/config.h"
 #include "depengine/ops/elementwise.h"
 #include "depengine/ops/reduce.h"
 #include "depengine/stream.h"
 
+#if DEPENGINE_HAS_CUDA
 namespace depengine::ops::cuda {
 
 void unary(const RunContext& ctx, Unary op, const float* a, float* out, std::size_t n);
@@ -62,3 +70,4 @@ void copy_peer(const RunContext& ctx, const float* src, int src_device, float* d
                int dst_device, std::size_t n);
 
 }  // namespace depengine::ops::cuda
+#endif  // DEPENGINE_HAS_CUDA

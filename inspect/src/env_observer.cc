@@ -111,3 +111,17 @@ std::shared_ptr<Observer> observer_from_environment() {
 }
 
 }  // namespace depengine::detail
+
+// Loading the library registers the environment's observer for every engine made after.
+// Programs that link depengine::inspect reference this symbol through the linker
+// (-u depengine_inspect_attach, in the target's link interface), so the library is linked,
+// and loaded, even when they call nothing of it (a static archive's member is pulled in, a
+// shared library is kept under --as-needed).
+extern "C" void depengine_inspect_attach() {}
+
+namespace {
+[[maybe_unused]] const bool g_registered = [] {
+  depengine::add_engine_observer_factory(&depengine::detail::observer_from_environment);
+  return true;
+}();
+}  // namespace
