@@ -11,21 +11,21 @@
 #include <thread>
 #include <vector>
 
-#include "cpu_pool.h"
 #include "device/device_backend.h"
 #include "device/gpu_sync.h"
 #include "engine_core.h"
 #include "engine_options.h"
+#include "notifier.h"
 #include "op.h"
+#include "scheduler.h"
 
 namespace depengine::detail {
 
-// wait_to_read's rendezvous: the internal read op fills it and wakes the caller.
+// wait_to_read's rendezvous: the internal read op fills it, sets `done` and notifies the
+// engine's waits.
 struct Waiter {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool done = false;
   std::exception_ptr failure;
+  std::atomic<bool> done{false};
 };
 
 namespace {
@@ -193,7 +193,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
  public:
   explicit ThreadedCore(const ResolvedOptions& o)
       : options_(o), gpu_(o.sim_gpus > 0 ? make_sim_backend(o.sim_gpus) : make_cuda_backend()) {
-    pool_.emplace(o.cpu_threads, *this);
+    sched_.emplace(o.cpu_threads, *this);
     for (int d = 0; d < gpu_->device_count(); ++d) {
       event_pools_.push_back(std::make_unique<EventPool>(*gpu_, d));
     }
@@ -213,8 +213,10 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     op->waiter = &w;
     op->set_accesses({v}, {}, id());
     submit(std::move(op), nullptr);
-    std::unique_lock lk(w.mu);
-    w.cv.wait(lk, [&] { return w.done; });
+    // As wait_all, the waiting thread runs queued ops until the var is ready.
+    auto ready = [&] { return w.done.load(std::memory_order_seq_cst); };
+    sched_->help(ready);
+    block_until(ready);
     if (w.failure) std::rethrow_exception(w.failure);
   }
 
@@ -242,7 +244,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
         }
         return true;
       };
-      pool_->help(drained);
+      sched_->help(drained);
       block_until(drained);
       std::lock_guard lk(push_mu_);
       for (Epoch* e : open) --e->watchers;
@@ -288,7 +290,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
       };
       // The thread of an orphaned core only waits: it may run during std::exit, when a
       // thread inside oneTBB's arena would race the library's own finalization.
-      if (!orphaned_.load()) pool_->help(idle);
+      if (!orphaned_.load()) sched_->help(idle);
       block_until(idle);
       std::lock_guard lk(push_mu_);
       if (idle()) {
@@ -304,9 +306,12 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     }
     event_pools_.clear();
     gpu_.reset();
-    pool_.reset();
+    sched_.reset();
     // A call refused meanwhile may still be on its way out.
     block_until([&] { return callers_.load() == 0; });
+    // The thread whose CountScope took a count to zero may still be notifying: it does so
+    // under exit_mu_, and the core may be deleted once this returns.
+    std::lock_guard lk(exit_mu_);
   }
 
   void shutdown_from_own_op() noexcept override {
@@ -321,9 +326,9 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     // run; std::exit must not go on while it is inside oneTBB's arena.
     orphaned_.store(true);
     idle_watch_.store(true);
-    auto only_caller = [&] { return active_of(state_.load()) <= 1 && !pool_->helped_elsewhere(); };
+    auto only_caller = [&] { return active_of(state_.load()) <= 1 && !sched_->helped_elsewhere(); };
     while (!only_caller()) {
-      pool_->help(only_caller);
+      sched_->help(only_caller);
       block_until(only_caller, std::chrono::milliseconds(1));
     }
   }
@@ -460,12 +465,12 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     CountScope(ThreadedCore& e, std::atomic<int>& count) : e_(e), count_(count) {
       count_.fetch_add(1);
     }
-    // Decremented under the waiters' lock: shutdown checks its condition under it, so it
-    // cannot see the count reach zero and delete the engine while this thread still
-    // touches it. (Only async ops and blocking calls pay for the lock.)
+    // Decremented and notified under exit_mu_, which shutdown takes last: it cannot see the
+    // count reach zero and delete the engine while this thread still touches it. (Only
+    // async ops, wait_to_read's signal and blocking calls pay for the lock.)
     ~CountScope() {
-      std::lock_guard lk(e_.wait_mu_);
-      if (count_.fetch_sub(1) == 1) e_.wait_cv_.notify_all();
+      std::lock_guard lk(e_.exit_mu_);
+      if (count_.fetch_sub(1) == 1) e_.waits_.notify_all();
     }
     CountScope(const CountScope&) = delete;
     CountScope& operator=(const CountScope&) = delete;
@@ -594,13 +599,12 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     wake_after(before, before + delta, epoch_left);
   }
 
-  // Waking a waiter on every op would cost a futex wake and a context switch per op, so only
-  // the transitions a waiter can be waiting for wake: in flight reaching zero (shutdown), an
-  // epoch draining (wait_all), and for back-pressure the count dropping under the bound or
-  // activity reaching zero. The counts and the waiter count are read crosswise by notifier
-  // and waiter, hence seq_cst on both sides.
+  // Notifying on every op would cost a fence per op and, with a waiter, a wake-up and a
+  // context switch, so only the transitions a waiter can be waiting for notify: in flight
+  // reaching zero (shutdown), an epoch draining (wait_all), and for back-pressure the count
+  // dropping under the bound or activity reaching zero. (The conditions are sequentially
+  // consistent atomics, as the Notifier protocol needs.)
   void wake_after(std::uint64_t before, std::uint64_t after, std::size_t epoch_left) {
-    if (waiters_.load() == 0) return;
     const std::size_t bound = options_.max_inflight;
     const bool needed =
         inflight_of(after) == 0 || epoch_left == 0 ||
@@ -610,30 +614,27 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     if (needed) wake();
   }
 
-  void wake() {
-    if (waiters_.load() == 0) return;
-    std::lock_guard lk(wait_mu_);
-    wait_cv_.notify_all();
-  }
+  void wake() { waits_.notify_all(); }
 
+  // Sleeps until `pred` holds (Notifier protocol: every change a waiter can wait for is
+  // followed by wake() or wake_after()).
   template <class Pred>
   void block_until(Pred&& pred) {
-    waiters_.fetch_add(1);
-    {
-      std::unique_lock lk(wait_mu_);
-      wait_cv_.wait(lk, pred);
-    }
-    waiters_.fetch_sub(1);
+    waits_.wait_until(pred);
   }
 
+  // As block_until, for `timeout` at most.
   template <class Pred, class Duration>
   void block_until(Pred&& pred, Duration timeout) {
-    waiters_.fetch_add(1);
-    {
-      std::unique_lock lk(wait_mu_);
-      wait_cv_.wait_for(lk, timeout, pred);
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (!pred()) {
+      const Notifier::Key key = waits_.prepare_wait();
+      if (pred()) {
+        waits_.cancel_wait();
+        return;
+      }
+      if (!waits_.commit_wait_until(key, deadline)) return;
     }
-    waiters_.fetch_sub(1);
   }
 
   void dispatch(Op* op) {
@@ -649,10 +650,12 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     std::exception_ptr failure =
         device_failure ? std::move(device_failure.error) : op->acc[0].var->failure.error;
     finish(op, Failure{}, false, false);
-    std::lock_guard lk(w->mu);
+    // Counted busy before the waiter can return: shutdown then waits until this thread has
+    // notified.
+    CountScope busy(*this, busy_);
     w->failure = std::move(failure);
-    w->done = true;
-    w->cv.notify_all();
+    w->done.store(true, std::memory_order_seq_cst);
+    wake();
   }
 
   // Records the outcome, releases the accesses and dispatches what became ready. Returns
@@ -696,12 +699,17 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     if (was_active) delta -= kActive;
     if (counted) delta -= 1;
     if (counted || delta != 0) retire_delta(counted ? epoch : nullptr, delta);
+    // The continuation offered to the scheduler is the most urgent ready CPU op; it keeps it
+    // only when nothing more urgent is queued (Scheduler::keep_continuation).
     Op* next = nullptr;
+    if (continuation) {
+      ready.for_each([&](Op* r) {
+        if (!r->waiter && r->opts.device.is_cpu() && (!next || rank(*r) > rank(*next))) next = r;
+      });
+    }
     ready.for_each([&](Op* r) {
-      if (continuation && !next && !r->waiter && r->opts.device.is_cpu() &&
-          r->opts.priority == 0 && r->opts.lane != Lane::priority) {
+      if (r == next) {
         r->observe_ready();
-        next = r;
       } else {
         dispatch(r);
       }
@@ -776,7 +784,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     if (op->waiter) {
       signal(op);
     } else if (op->opts.device.is_cpu()) {
-      pool_->submit(op);
+      sched_->submit(op);
     } else {
       lane_for(op->opts.device, op->opts.lane).submit(op);
     }
@@ -812,16 +820,15 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
   std::atomic<int> callers_{0};  // threads inside wait_all, wait_to_read, back-pressure
   std::atomic<bool> idle_watch_{false};
   std::atomic<bool> orphaned_{false};  // destroyed from inside its own op
-  std::atomic<int> waiters_{0};
-  std::mutex wait_mu_;
-  std::condition_variable wait_cv_;
+  Notifier waits_;     // wait_all, wait_to_read, back-pressure, shutdown
+  std::mutex exit_mu_;  // see CountScope
 
   std::mutex failure_mu_;
   std::exception_ptr failure_;
   std::uint64_t failure_seq_ = 0;
 
-  // Stopped in this order by shutdown(): lanes, event pools, backend, CPU pool.
-  std::optional<CpuPool> pool_;
+  // Stopped in this order by shutdown(): lanes, event pools, backend, scheduler.
+  std::optional<Scheduler> sched_;
   std::unique_ptr<DeviceBackend> gpu_;
   std::vector<std::unique_ptr<EventPool>> event_pools_;
   std::mutex lanes_mu_;
