@@ -4,20 +4,19 @@
 // which grants the next ones; the finishing CPU worker runs one newly ready op itself.
 // A GPU op finishes for the var queues once its work is on its stream, and retires when
 // that work completes (device/gpu_sync.h describes the events that order the rest).
-#include <condition_variable>
-#include <deque>
 #include <optional>
 #include <mutex>
-#include <thread>
 #include <vector>
 
 #include "device/device_backend.h"
 #include "device/gpu_sync.h"
 #include "engine_core.h"
 #include "engine_options.h"
+#include "invariant.h"
 #include "notifier.h"
 #include "op.h"
 #include "scheduler.h"
+#include "serial_worker.h"
 
 namespace depengine::detail {
 
@@ -29,66 +28,6 @@ struct Waiter {
 };
 
 namespace {
-
-// Grants `a` at once if nothing conflicts, else queues it. Call under a.var->lock.
-bool grant_or_enqueue(Access& a) {
-  VarState& v = *a.var;
-  if (!v.head && !v.write_active) {
-    if (!writes(a.kind)) {
-      ++v.running_reads;
-      return true;
-    }
-    if (v.running_reads == 0) {
-      v.write_active = true;
-      return true;
-    }
-  }
-  a.next = nullptr;
-  if (v.tail) {
-    v.tail->next = &a;
-  } else {
-    v.head = &a;
-  }
-  v.tail = &a;
-  return false;
-}
-
-Access* pop(VarState& v) {
-  Access* a = v.head;
-  v.head = a->next;
-  if (!v.head) v.tail = nullptr;
-  return a;
-}
-
-// Releases a finished access; returns the accesses it grants, chained through `next`.
-// Call under var.lock.
-Access* release_access(VarState& v, AccessKind kind) {
-  Access* granted = nullptr;
-  Access** tail = &granted;
-  auto grant = [&](Access* a) {
-    *tail = a;
-    tail = &a->next;
-  };
-  if (!writes(kind)) {
-    if (--v.running_reads == 0 && v.head) {  // the head can only be a write
-      v.write_active = true;
-      grant(pop(v));
-    }
-  } else {
-    v.write_active = false;
-    if (v.head && writes(v.head->kind)) {
-      v.write_active = true;
-      grant(pop(v));
-    } else {
-      while (v.head && !writes(v.head->kind)) {
-        ++v.running_reads;
-        grant(pop(v));
-      }
-    }
-  }
-  *tail = nullptr;
-  return granted;
-}
 
 // A few ready ops without a heap allocation.
 class ReadyList {
@@ -119,26 +58,12 @@ class ThreadedCore;
 class GpuLane {
  public:
   // `key` identifies the stream among all lanes (device · kLaneCount + lane).
-  GpuLane(ThreadedCore& engine, std::unique_ptr<DeviceStream> stream, int index, int key)
-      : engine_(engine), stream_(std::move(stream)), index_(index), key_(key) {
-    thread_ = std::thread([this] { loop(); });
-  }
+  GpuLane(ThreadedCore& engine, std::unique_ptr<DeviceStream> stream, int index, int key);
   ~GpuLane() {
-    {
-      std::lock_guard lk(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
+    thread_.reset();
     stream_->synchronize();
   }
-  // Notifies under the lock: once the op is queued it may run and finish, and the engine
-  // may stop this lane, which takes the lock first.
-  void submit(Op* op) {
-    std::lock_guard lk(mu_);
-    queue_.push_back(op);
-    cv_.notify_one();
-  }
+  void submit(Op* op) { thread_->push(op); }
   DeviceStream& stream() noexcept { return *stream_; }
   int index() const noexcept { return index_; }
   int key() const noexcept { return key_; }
@@ -146,18 +71,11 @@ class GpuLane {
   const std::exception_ptr& bind_error() const noexcept { return bind_error_; }
 
  private:
-  void loop();
-
-  ThreadedCore& engine_;
   std::unique_ptr<DeviceStream> stream_;
   const int index_;
   const int key_;
   std::exception_ptr bind_error_;  // set by the lane thread before its first op
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Op*> queue_;
-  bool stop_ = false;
-  std::thread thread_;
+  std::optional<SerialWorker<Op*>> thread_;
 };
 
 }  // namespace
@@ -513,8 +431,8 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     op->wait.store(n + 1, std::memory_order_relaxed);
     int granted = 0;
     for (Access& a : op->acc) {
-      std::lock_guard vl(a.var->lock);
-      if (grant_or_enqueue(a)) ++granted;
+      std::lock_guard vl(a.var->queue.lock);
+      if (a.var->queue.grant_or_enqueue(a)) ++granted;
     }
     // Counted in flight before the op can run. An op this push granted entirely is ready,
     // and active at once (a reserved op was counted active provisionally, so that a
@@ -537,7 +455,9 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     // Dispatched under the push lock: shutdown takes it once idle, so no pusher is still
     // inside the pool or a lane when they stop.
     Op* raw = op.release();
-    if (raw->wait.fetch_sub(granted + 1, std::memory_order_acq_rel) == granted + 1) {
+    const int waited = raw->wait.fetch_sub(granted + 1, std::memory_order_acq_rel);
+    DEPENGINE_INVARIANT(waited >= granted + 1, "an op was granted more accesses than it has");
+    if (waited == granted + 1) {
       if (counted && !raw->active) {
         raw->active = true;
         state_.fetch_add(kActive);
@@ -594,8 +514,15 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
   // become true.
   void retire_delta(Epoch* epoch, std::uint64_t delta) {
     std::size_t epoch_left = 1;
-    if (epoch) epoch_left = epoch->pending.fetch_sub(1) - 1;
+    if (epoch) {
+      const std::size_t pending = epoch->pending.fetch_sub(1);
+      DEPENGINE_INVARIANT(pending >= 1, "an epoch's pending count went negative");
+      epoch_left = pending - 1;
+    }
     const std::uint64_t before = state_.fetch_add(delta);
+    DEPENGINE_INVARIANT(inflight_of(before + delta) < (kActive >> 1) &&
+                            active_of(before + delta) < (kActive >> 1),
+                        "the count of ops in flight or active went negative");
     wake_after(before, before + delta, epoch_left);
   }
 
@@ -675,12 +602,14 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     for (Access& a : op->acc) {
       Access* granted;
       {
-        std::lock_guard lk(a.var->lock);
-        granted = release_access(*a.var, a.kind);
+        std::lock_guard lk(a.var->queue.lock);
+        granted = a.var->queue.release(a.kind);
       }
       while (granted) {
         Access* next = granted->next;  // read before the op can run and free it
-        if (granted->op->wait.fetch_sub(1, std::memory_order_acq_rel) == 1) ready.push(granted->op);
+        const int waited = granted->op->wait.fetch_sub(1, std::memory_order_acq_rel);
+        DEPENGINE_INVARIANT(waited >= 1, "an op's count of missing grants went negative");
+        if (waited == 1) ready.push(granted->op);
         granted = next;
       }
     }
@@ -835,23 +764,16 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
   std::vector<std::unique_ptr<GpuLane>> lanes_;
 };
 
-void GpuLane::loop() {
-  try {
-    stream_->bind_thread();
-  } catch (...) {
-    bind_error_ = std::current_exception();
-  }
-  for (;;) {
-    Op* op;
-    {
-      std::unique_lock lk(mu_);
-      cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
-      if (queue_.empty()) return;
-      op = queue_.front();
-      queue_.pop_front();
-    }
-    engine_.run_gpu(op, *this);
-  }
+GpuLane::GpuLane(ThreadedCore& engine, std::unique_ptr<DeviceStream> stream, int index, int key)
+    : stream_(std::move(stream)), index_(index), key_(key) {
+  thread_.emplace([&engine, this](Op*& op) { engine.run_gpu(op, *this); },
+                  [this] {
+                    try {
+                      stream_->bind_thread();
+                    } catch (...) {
+                      bind_error_ = std::current_exception();
+                    }
+                  });
 }
 
 }  // namespace

@@ -13,14 +13,13 @@
 // earlier record yet; that wait reads the earlier record's error, never a later one's.
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <map>
 #include <mutex>
-#include <thread>
 #include <utility>
 
 #include "depengine/error.h"
 #include "device/device_backend.h"
+#include "serial_worker.h"
 
 namespace depengine::detail {
 namespace {
@@ -90,17 +89,7 @@ class SimEvent final : public StreamEvent {
 
 class SimStream final : public DeviceStream {
  public:
-  SimStream(int device, Lane lane) : device_(Device::gpu(device)), lane_(lane) {
-    thread_ = std::thread([this] { loop(); });
-  }
-  ~SimStream() override {
-    {
-      std::lock_guard lk(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
-  }
+  SimStream(int device, Lane lane) : device_(Device::gpu(device)), lane_(lane) {}
 
   Device device() const noexcept override { return device_; }
   Lane lane() const noexcept override { return lane_; }
@@ -134,50 +123,17 @@ class SimStream final : public DeviceStream {
       if (kind == WaitKind::data && error && !error_) error_ = std::move(error);
     });
   }
-  void synchronize() override {
-    std::mutex m;
-    std::condition_variable cv;
-    bool done = false;
-    push([&] {
-      std::lock_guard lk(m);
-      done = true;
-      cv.notify_all();
-    });
-    std::unique_lock lk(m);
-    cv.wait(lk, [&] { return done; });
-  }
+  void synchronize() override { thread_.wait_idle(); }
 
  private:
-  void push(std::function<void()> task) {
-    {
-      std::lock_guard lk(mu_);
-      queue_.push_back(std::move(task));
-    }
-    cv_.notify_one();
-  }
-  void loop() {
-    for (;;) {
-      std::function<void()> task;
-      {
-        std::unique_lock lk(mu_);
-        cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
-        if (queue_.empty()) return;
-        task = std::move(queue_.front());
-        queue_.pop_front();
-      }
-      task();
-    }
-  }
+  void push(std::function<void()> task) { thread_.push(std::move(task)); }
 
   const Device device_;
   const Lane lane_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> queue_;
-  bool stop_ = false;
   // Touched only by the stream thread.
   std::exception_ptr error_;
-  std::thread thread_;
+  // The stream's thread; destroyed first, after handling what is queued.
+  SerialWorker<std::function<void()>> thread_{[](std::function<void()>& task) { task(); }};
 };
 
 class SimBackend final : public DeviceBackend {
