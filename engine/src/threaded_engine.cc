@@ -1,22 +1,22 @@
-// The threaded engine. Each var keeps a FIFO of waiting accesses; an op becomes ready when
-// every one of its accesses is granted (reads of one version together, writes alone), and
-// is dispatched to the CPU pool or to its GPU lane. Finishing an op releases its accesses,
-// which grants the next ones; the finishing CPU worker runs one newly ready op itself.
-// A GPU op finishes for the var queues once its work is on its stream, and retires when
-// that work completes (device/gpu_sync.h describes the events that order the rest).
-#include <optional>
+// The threaded engine: an op's life from push to retirement. Each var keeps a FIFO of
+// waiting accesses (var_queue.h); an op becomes ready when every one of its accesses is
+// granted (reads of one version together, writes alone), and is dispatched to the CPU
+// scheduler (scheduler.h) or to its GPU lane (device_dispatch.h). Finishing an op releases
+// its accesses, which grants the next ones; the finishing CPU worker offers one newly ready
+// op to the scheduler as its continuation. A GPU op finishes for the var queues once its
+// work is on its stream, and retires when that work completes (device/gpu_sync.h describes
+// the events that order the rest).
 #include <mutex>
+#include <optional>
 #include <vector>
 
-#include "device/device_backend.h"
-#include "device/gpu_sync.h"
+#include "device_dispatch.h"
 #include "engine_core.h"
 #include "engine_options.h"
 #include "invariant.h"
 #include "notifier.h"
 #include "op.h"
 #include "scheduler.h"
-#include "serial_worker.h"
 
 namespace depengine::detail {
 
@@ -52,32 +52,6 @@ class ReadyList {
   std::vector<Op*> more_;
 };
 
-class ThreadedCore;
-
-// One GPU lane: a thread that launches the lane's ready ops onto its stream, in order.
-class GpuLane {
- public:
-  // `key` identifies the stream among all lanes (device · kLaneCount + lane).
-  GpuLane(ThreadedCore& engine, std::unique_ptr<DeviceStream> stream, int index, int key);
-  ~GpuLane() {
-    thread_.reset();
-    stream_->synchronize();
-  }
-  void submit(Op* op) { thread_->push(op); }
-  DeviceStream& stream() noexcept { return *stream_; }
-  int index() const noexcept { return index_; }
-  int key() const noexcept { return key_; }
-  // Why this lane's thread cannot launch onto its stream, if it cannot.
-  const std::exception_ptr& bind_error() const noexcept { return bind_error_; }
-
- private:
-  std::unique_ptr<DeviceStream> stream_;
-  const int index_;
-  const int key_;
-  std::exception_ptr bind_error_;  // set by the lane thread before its first op
-  std::optional<SerialWorker<Op*>> thread_;
-};
-
 }  // namespace
 
 // The ops pushed between two wait_all calls. wait_all waits for the epochs that were open
@@ -110,11 +84,10 @@ enum class Stage : int { running, draining, stopped };
 class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSink {
  public:
   explicit ThreadedCore(const ResolvedOptions& o)
-      : options_(o), gpu_(o.sim_gpus > 0 ? make_sim_backend(o.sim_gpus) : make_cuda_backend()) {
+      : options_(o),
+        devices_(o.sim_gpus, [this](Op* op, GpuLane& lane) { run_gpu(op, lane); },
+                 [this](Op* op) { redispatch(op); }) {
     sched_.emplace(o.cpu_threads, *this);
-    for (int d = 0; d < gpu_->device_count(); ++d) {
-      event_pools_.push_back(std::make_unique<EventPool>(*gpu_, d));
-    }
     epochs_.push_back(std::make_unique<Epoch>());
     epoch_ = epochs_.back().get();
   }
@@ -218,12 +191,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     }
     // Stop: lanes first (their threads and streams may still be returning from the last
     // completion callbacks), then the events, the backend and the CPU pool.
-    {
-      std::lock_guard lk(lanes_mu_);
-      lanes_.clear();
-    }
-    event_pools_.clear();
-    gpu_.reset();
+    devices_.stop();
     sched_.reset();
     // A call refused meanwhile may still be on its way out.
     block_until([&] { return callers_.load() == 0; });
@@ -253,7 +221,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
 
   Op* run_cpu(Op* op, int worker) override {
     Failure device_failure;
-    if (await_device_inputs(op, device_failure)) return nullptr;
+    if (devices_.await_inputs(op, device_failure)) return nullptr;
     if (Failure up = device_failure ? std::move(device_failure) : op->upstream_failure()) {
       return finish(op, std::move(up), false, true);
     }
@@ -287,7 +255,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     }
     Failure up;
     if (op->async) {
-      if (await_device_inputs(op, up)) return;
+      if (devices_.await_inputs(op, up)) return;
       if (!up) up = op->upstream_failure();
     } else {
       up = read_failure(*op);
@@ -331,7 +299,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
       CurrentOpScope scope(op);
       try {
         // Recorded even after a failed launch: work it enqueued before failing stays ordered.
-        EventPool& events = *event_pools_[static_cast<std::size_t>(op->opts.device.id)];
+        EventPool& events = devices_.events(op->opts.device.id);
         // The observer's on_end is reported when the work completes.
         sync = std::make_shared<TrackedSync>(*this, events, lane.key(), op->seq,
                                              std::move(upstream), Failure{error, op->seq},
@@ -398,7 +366,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     std::atomic<int>& count_;
   };
 
-  void check_gpu_queue(Device device, Lane lane) override { lane_for(device, lane); }
+  void check_gpu_queue(Device device, Lane lane) override { devices_.lane_for(device, lane); }
 
   // All-or-nothing: everything that can throw (back-pressure refusal, shutdown refusal, a
   // deleted var) happens before the op changes any state; observers are contained.
@@ -572,7 +540,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
   // Runs wait_to_read's op inline: it only reads the var's failure and wakes the caller.
   void signal(Op* op) {
     Failure device_failure;
-    if (await_device_inputs(op, device_failure)) return;
+    if (devices_.await_inputs(op, device_failure)) return;
     Waiter* w = op->waiter;
     std::exception_ptr failure =
         device_failure ? std::move(device_failure.error) : op->acc[0].var->failure.error;
@@ -681,33 +649,6 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     }
   }
 
-  // --- Host ops behind device work (device/gpu_sync.h) ---
-
-  // A host op (CPU op, wait_to_read's op, async GPU op) whose vars have stream work still in
-  // flight is parked until that work completes, then dispatched again: returns true. Else
-  // `failure` gets the failure its vars carry (when any GPU op used them) and the vars it
-  // writes forget their stream ops.
-  bool await_device_inputs(Op* op, Failure& failure) {
-    // An engine without GPUs never has device state: CPU ops skip the scan of their vars.
-    if (event_pools_.empty() || !has_gpu_state(*op)) return false;
-    std::vector<GpuSyncPtr> pending;
-    for (;;) {
-      pending.clear();
-      incomplete_inputs(*op, pending);
-      if (pending.empty()) break;
-      op->wait.store(static_cast<int>(pending.size()) + 1, std::memory_order_relaxed);
-      for (const GpuSyncPtr& s : pending) {
-        s->on_done([this, op] {
-          if (op->wait.fetch_sub(1, std::memory_order_acq_rel) == 1) redispatch(op);
-        });
-      }
-      if (op->wait.fetch_sub(1, std::memory_order_acq_rel) != 1) return true;
-    }
-    failure = read_failure(*op);
-    reset_written(*op);
-    return false;
-  }
-
   // Dispatches a parked op again, from the completion thread of the work it waited for.
   void redispatch(Op* op) {
     if (op->waiter) {
@@ -715,23 +656,8 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     } else if (op->opts.device.is_cpu()) {
       sched_->submit(op);
     } else {
-      lane_for(op->opts.device, op->opts.lane).submit(op);
+      devices_.lane_for(op->opts.device, op->opts.lane).submit(op);
     }
-  }
-
-  GpuLane& lane_for(Device d, Lane lane) {
-    std::lock_guard lk(lanes_mu_);
-    const std::size_t index =
-        static_cast<std::size_t>(d.id) * kLaneCount + static_cast<std::size_t>(lane);
-    if (d.id < 0 || d.id >= gpu_->device_count()) {
-      gpu_->make_stream(d.id, lane);  // throws the backend's own error naming the device
-    }
-    if (lanes_.size() <= index) lanes_.resize(index + 1);
-    if (!lanes_[index]) {
-      lanes_[index] = std::make_unique<GpuLane>(*this, gpu_->make_stream(d.id, lane),
-                                                static_cast<int>(lane), static_cast<int>(index));
-    }
-    return *lanes_[index];
   }
 
   const ResolvedOptions options_;
@@ -756,25 +682,10 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
   std::exception_ptr failure_;
   std::uint64_t failure_seq_ = 0;
 
-  // Stopped in this order by shutdown(): lanes, event pools, backend, scheduler.
+  // Stopped in this order by shutdown(): the device side, then the scheduler.
   std::optional<Scheduler> sched_;
-  std::unique_ptr<DeviceBackend> gpu_;
-  std::vector<std::unique_ptr<EventPool>> event_pools_;
-  std::mutex lanes_mu_;
-  std::vector<std::unique_ptr<GpuLane>> lanes_;
+  DeviceDispatch devices_;
 };
-
-GpuLane::GpuLane(ThreadedCore& engine, std::unique_ptr<DeviceStream> stream, int index, int key)
-    : stream_(std::move(stream)), index_(index), key_(key) {
-  thread_.emplace([&engine, this](Op*& op) { engine.run_gpu(op, *this); },
-                  [this] {
-                    try {
-                      stream_->bind_thread();
-                    } catch (...) {
-                      bind_error_ = std::current_exception();
-                    }
-                  });
-}
 
 }  // namespace
 
