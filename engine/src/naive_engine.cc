@@ -28,7 +28,7 @@ namespace {
 class NaiveCore final : public EngineCore {
  public:
   explicit NaiveCore(const ResolvedOptions& o)
-      : options_(o),
+      : EngineCore(o),
         gpu_(o.sim_gpus > 0 ? make_sim_backend(o.sim_gpus) : make_cuda_backend()) {
     if (o.cpu_threads == 1) serial_.emplace(1, 1);
   }
@@ -54,17 +54,13 @@ class NaiveCore final : public EngineCore {
     {
       std::unique_lock lk(mu_);
       wait_for_ops(lk, next_seq_);
-      failure = std::exchange(failure_, nullptr);
+      failure = take_failure();
     }
     if (failure) std::rethrow_exception(failure);
   }
 
   std::string_view kind() const noexcept override { return "naive"; }
-  int cpu_threads() const noexcept override { return options_.cpu_threads; }
-  std::size_t max_inflight() const noexcept override { return options_.max_inflight; }
-  int sim_gpus() const noexcept override { return options_.sim_gpus; }
   std::size_t pending() const noexcept override { return pending_.load(); }
-  std::size_t peak_pending() const noexcept override { return peak_.load(); }
 
   void set_observer(std::shared_ptr<Observer> observer) override {
     check_not_in_observer("set_observer");
@@ -124,8 +120,7 @@ class NaiveCore final : public EngineCore {
       a.version = writes(a.kind) ? ++a.var->pushed_version : a.var->pushed_version;
     }
     op->observe_push(observer_);
-    const std::size_t n = pending_.fetch_add(1) + 1;
-    if (n > peak_.load()) peak_.store(n);
+    note_pending(pending_.fetch_add(1) + 1);
     if (draining_) {
       queue_.push_back(op.release());
       return;
@@ -152,9 +147,10 @@ class NaiveCore final : public EngineCore {
       }
       // Destroying the op may push (an array its body held is deleted): queued, as this
       // thread drains.
+      const std::uint64_t seq = next->seq;
       OpPtr(next).reset();
       lk.lock();
-      if (outcome.report && !failure_) failure_ = std::move(outcome.report);
+      if (outcome.report) record_failure(seq, outcome.report);
       ++done_;
       pending_.fetch_sub(1, std::memory_order_relaxed);
       if (callers_ != 0) cv_.notify_all();
@@ -279,7 +275,6 @@ class NaiveCore final : public EngineCore {
     return it->second.get();
   }
 
-  const ResolvedOptions options_;
   std::optional<oneapi::tbb::task_arena> serial_;  // one slot, when cpu_threads is 1
   std::unique_ptr<DeviceBackend> gpu_;
 
@@ -291,9 +286,8 @@ class NaiveCore final : public EngineCore {
   int callers_ = 0;  // threads in a wait
   std::uint64_t next_seq_ = 0;
   std::uint64_t done_ = 0;  // ops run so far (they run in seq order)
-  std::exception_ptr failure_;
   std::shared_ptr<Observer> observer_;
-  std::atomic<std::size_t> pending_{0}, peak_{0};
+  std::atomic<std::size_t> pending_{0};
 
   std::mutex async_mu_;
   std::condition_variable async_cv_;

@@ -84,7 +84,7 @@ enum class Stage : int { running, draining, stopped };
 class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSink {
  public:
   explicit ThreadedCore(const ResolvedOptions& o)
-      : options_(o),
+      : EngineCore(o),
         devices_(o.sim_gpus, [this](Op* op, GpuLane& lane) { run_gpu(op, lane); },
                  [this](Op* op) { redispatch(op); }) {
     sched_.emplace(o.cpu_threads, *this);
@@ -144,20 +144,11 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
                e->pending.load(std::memory_order_acquire) == 0;
       });
     }
-    std::exception_ptr failure;
-    {
-      std::lock_guard lk(failure_mu_);
-      failure = std::exchange(failure_, nullptr);
-    }
-    if (failure) std::rethrow_exception(failure);
+    if (std::exception_ptr failure = take_failure()) std::rethrow_exception(failure);
   }
 
   std::string_view kind() const noexcept override { return "threaded"; }
-  int cpu_threads() const noexcept override { return options_.cpu_threads; }
-  std::size_t max_inflight() const noexcept override { return options_.max_inflight; }
-  int sim_gpus() const noexcept override { return options_.sim_gpus; }
   std::size_t pending() const noexcept override { return inflight_of(state_.load()); }
-  std::size_t peak_pending() const noexcept override { return peak_.load(); }
 
   void set_observer(std::shared_ptr<Observer> observer) override {
     check_not_in_observer("set_observer");
@@ -416,8 +407,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
         after = state_.fetch_add(add) + add;
       }
       op->active = all_granted;
-      const std::size_t now = inflight_of(after);
-      if (now > peak_.load(std::memory_order_relaxed)) peak_.store(now, std::memory_order_relaxed);
+      note_pending(inflight_of(after));
       if (reserved && !all_granted) wake_after(after + kActive, after, 1);
     }
     // Dispatched under the push lock: shutdown takes it once idle, so no pusher is still
@@ -641,13 +631,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     retire(epoch, kActive);
   }
 
-  void record_failure(std::uint64_t seq, const std::exception_ptr& error) {
-    std::lock_guard lk(failure_mu_);
-    if (!failure_ || seq < failure_seq_) {
-      failure_ = error;
-      failure_seq_ = seq;
-    }
-  }
+
 
   // Dispatches a parked op again, from the completion thread of the work it waited for.
   void redispatch(Op* op) {
@@ -660,8 +644,6 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     }
   }
 
-  const ResolvedOptions options_;
-
   std::mutex push_mu_;
   std::uint64_t next_seq_ = 0;
   std::shared_ptr<Observer> observer_;
@@ -670,17 +652,12 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
   std::atomic<Stage> stage_{Stage::running};    // changed under push_mu_
 
   std::atomic<std::uint64_t> state_{0};
-  std::atomic<std::size_t> peak_{0};
   std::atomic<int> busy_{0};     // async bodies running, threads inside a Completion
   std::atomic<int> callers_{0};  // threads inside wait_all, wait_to_read, back-pressure
   std::atomic<bool> idle_watch_{false};
   std::atomic<bool> orphaned_{false};  // destroyed from inside its own op
   Notifier waits_;     // wait_all, wait_to_read, back-pressure, shutdown
   std::mutex exit_mu_;  // see CountScope
-
-  std::mutex failure_mu_;
-  std::exception_ptr failure_;
-  std::uint64_t failure_seq_ = 0;
 
   // Stopped in this order by shutdown(): the device side, then the scheduler.
   std::optional<Scheduler> sched_;
