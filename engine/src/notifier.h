@@ -2,9 +2,15 @@
 // shape of Eigen's EventCount and Taskflow's Notifier). A thread that may sleep announces
 // itself, checks its condition again, and only then sleeps; a thread that makes a
 // condition true notifies after the change. The announcement and the notifier's look at
-// the waiter count are ordered crosswise (sequentially consistent fences on both sides), so
-// either the waiter's second check sees the change or the notifier sees the waiter: a
-// wake-up is never lost, and a notify with nobody waiting costs one load.
+// the waiter count are ordered crosswise, so either the waiter's second check sees the
+// change or the notifier sees the waiter: a wake-up is never lost, and a notify with nobody
+// waiting costs one load.
+//
+// The ordering needs no fence when the condition is either a sequentially consistent atomic
+// (written and read seq_cst: with the waiter's announcement and the notifier's load, all
+// four accesses are in the single total order of seq_cst operations), or guarded by a mutex
+// that the notifier holds while it notifies (the mutex orders the two sides). Every
+// condition in the engine is one of the two.
 //
 //   for (;;) {                                   // waiter
 //     if (ready()) break;
@@ -32,9 +38,7 @@ class Notifier {
 
   // Announces the calling thread as a waiter; returns the key to commit with.
   Key prepare_wait() noexcept {
-    const std::uint64_t s = state_.fetch_add(1, std::memory_order_seq_cst);
-    full_fence();
-    return epoch_of(s);
+    return epoch_of(state_.fetch_add(1, std::memory_order_seq_cst));
   }
   // Withdraws the announcement: the condition held after all.
   void cancel_wait() noexcept { state_.fetch_sub(1, std::memory_order_relaxed); }
@@ -97,26 +101,10 @@ class Notifier {
   static constexpr std::uint64_t kEpoch = std::uint64_t{1} << 32;
   static constexpr Key epoch_of(std::uint64_t s) noexcept { return static_cast<Key>(s >> 32); }
 
-  // ThreadSanitizer does not model fences: there the notifier reads the word with a
-  // sequentially consistent read-modify-write, which orders the same way (the conditions'
-  // own accesses are then sequentially consistent atomics, as the engine's are).
-  static void full_fence() noexcept {
-#if !defined(__SANITIZE_THREAD__)
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-#endif
-  }
-  std::uint64_t seen_state() noexcept {
-#if defined(__SANITIZE_THREAD__)
-    return state_.fetch_add(0, std::memory_order_seq_cst);
-#else
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    return state_.load(std::memory_order_relaxed);
-#endif
-  }
   // Changes the epoch under the mutex, so that a waiter between its check and its sleep
   // cannot miss it; false (and nothing done) when nobody waits.
   bool bump() {
-    if (static_cast<std::uint32_t>(seen_state()) == 0) return false;
+    if (static_cast<std::uint32_t>(state_.load(std::memory_order_seq_cst)) == 0) return false;
     std::lock_guard lk(mu_);
     state_.fetch_add(kEpoch, std::memory_order_acq_rel);
     return true;
