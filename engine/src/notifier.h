@@ -80,6 +80,18 @@ class Notifier {
     return static_cast<std::uint32_t>(state_.load(std::memory_order_relaxed));
   }
 
+  // Waits until `ready()` holds, for a condition guarded by the mutex that `lk` holds (as a
+  // condition variable's wait): checks it under the lock, and announces itself before it
+  // lets the lock go. The notifier changes the condition under the same mutex.
+  void wait_locked(std::unique_lock<std::mutex>& lk, const auto& ready) {
+    while (!ready()) {
+      const Key key = prepare_wait();
+      lk.unlock();
+      commit_wait(key);
+      lk.lock();
+    }
+  }
+
   // Waits with the protocol until `ready()` holds.
   template <class Pred>
   void wait_until(Pred&& ready) {

@@ -11,7 +11,6 @@
 // Each record keeps its own error: events are pooled and recorded again once the work they
 // marked has completed, while a stream that was behind may not have reached its wait for the
 // earlier record yet; that wait reads the earlier record's error, never a later one's.
-#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -19,6 +18,7 @@
 
 #include "depengine/error.h"
 #include "device/device_backend.h"
+#include "notifier.h"
 #include "serial_worker.h"
 
 namespace depengine::detail {
@@ -40,7 +40,7 @@ class SimEvent final : public StreamEvent {
     p.reached = true;
     p.error = std::move(error);
     forget_unneeded();
-    cv_.notify_all();
+    reached_.notify_all();
   }
   // The generation a wait() issued now stands for (0: never recorded, nothing to wait for),
   // kept with its error until the wait has read it (wait_for).
@@ -54,7 +54,7 @@ class SimEvent final : public StreamEvent {
     if (gen == 0) return nullptr;
     std::unique_lock lk(mu_);
     Point& p = points_.at(gen);  // std::map: stable while other points come and go
-    cv_.wait(lk, [&] { return p.reached; });
+    reached_.wait_locked(lk, [&] { return p.reached; });
     std::exception_ptr error = p.error;
     --p.watchers;
     forget_unneeded();
@@ -82,7 +82,7 @@ class SimEvent final : public StreamEvent {
   }
 
   std::mutex mu_;
-  std::condition_variable cv_;
+  Notifier reached_;  // conditions under mu_
   std::uint64_t recorded_ = 0;
   std::map<std::uint64_t, Point> points_;
 };
