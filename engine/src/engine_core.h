@@ -1,4 +1,6 @@
-// What an engine implementation (naive, threaded) provides behind the public Engine handle.
+// The base of both engine implementations (naive, threaded): what they share — the options,
+// push and delete_var up to the engine's own submit, the first failure in push order, the
+// count of ops in flight's peak — and what each provides behind the public Engine handle.
 //
 // The handle (engine.cc) forwards every call and owns the shutdown sequence. Splitting the
 // two lets the handle be destroyed from inside one of the engine's own operations (an op
@@ -7,19 +9,25 @@
 // destructor waiting for the op that called it.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string_view>
+#include <utility>
 
 #include "depengine/engine.h"
+#include "engine_options.h"
 #include "op.h"
 
 namespace depengine::detail {
 
 class EngineCore : public OpSink {
  public:
-  EngineCore() : id_(next_engine_id()) {}
+  explicit EngineCore(const ResolvedOptions& options)
+      : options_(options), id_(next_engine_id()) {}
   virtual ~EngineCore() = default;
   EngineCore(const EngineCore&) = delete;
   EngineCore& operator=(const EngineCore&) = delete;
@@ -45,11 +53,11 @@ class EngineCore : public OpSink {
   virtual void wait_all() = 0;
 
   virtual std::string_view kind() const noexcept = 0;
-  virtual int cpu_threads() const noexcept = 0;
-  virtual std::size_t max_inflight() const noexcept = 0;
-  virtual int sim_gpus() const noexcept = 0;
+  int cpu_threads() const noexcept { return options_.cpu_threads; }
+  std::size_t max_inflight() const noexcept { return options_.max_inflight; }
+  int sim_gpus() const noexcept { return options_.sim_gpus; }
   virtual std::size_t pending() const noexcept = 0;
-  virtual std::size_t peak_pending() const noexcept = 0;
+  std::size_t peak_pending() const noexcept { return peak_.load(std::memory_order_relaxed); }
   virtual void set_observer(std::shared_ptr<Observer> observer) = 0;
 
   // The shutdown sequence, run by the handle's destructor from a thread that is not inside
@@ -68,6 +76,29 @@ class EngineCore : public OpSink {
   virtual void shutdown_from_own_op() noexcept = 0;
 
  protected:
+  // Raises the peak of ops in flight to `now` if it is higher.
+  void note_pending(std::size_t now) noexcept {
+    std::size_t peak = peak_.load(std::memory_order_relaxed);
+    while (now > peak && !peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+    }
+  }
+  // Keeps `error` if it is the earliest in push order (`seq`) recorded since the last
+  // take_failure. Thread-safe.
+  void record_failure(std::uint64_t seq, const std::exception_ptr& error) {
+    std::lock_guard lk(failure_mu_);
+    if (!failure_ || seq < failure_seq_) {
+      failure_ = error;
+      failure_seq_ = seq;
+    }
+  }
+  // The failure wait_all reports, forgotten from now on (null when none).
+  std::exception_ptr take_failure() {
+    std::lock_guard lk(failure_mu_);
+    return std::exchange(failure_, nullptr);
+  }
+
+  const ResolvedOptions options_;
+
   // Throws Error naming the device or lane when `device` has no such queue here (makes the
   // GPU stream on first use).
   virtual void check_gpu_queue(Device device, Lane lane) = 0;
@@ -76,6 +107,10 @@ class EngineCore : public OpSink {
 
  private:
   const std::uint64_t id_;
+  std::atomic<std::size_t> peak_{0};
+  std::mutex failure_mu_;
+  std::exception_ptr failure_;
+  std::uint64_t failure_seq_ = 0;
 };
 
 std::unique_ptr<EngineCore> make_naive_core(const struct ResolvedOptions& options);

@@ -8,7 +8,6 @@
 // op, as MXNet 1.x synchronized after every GPU op): the baseline for event completion.
 // Pushes made while an op runs (by the op itself, or by another thread such as the one that
 // completes an async op) are queued and run after it, as push order demands.
-#include <condition_variable>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -19,6 +18,7 @@
 #include "device/device_backend.h"
 #include "engine_core.h"
 #include "engine_options.h"
+#include "notifier.h"
 #include "op.h"
 
 namespace depengine::detail {
@@ -28,7 +28,7 @@ namespace {
 class NaiveCore final : public EngineCore {
  public:
   explicit NaiveCore(const ResolvedOptions& o)
-      : options_(o),
+      : EngineCore(o),
         gpu_(o.sim_gpus > 0 ? make_sim_backend(o.sim_gpus) : make_cuda_backend()) {
     if (o.cpu_threads == 1) serial_.emplace(1, 1);
   }
@@ -54,17 +54,13 @@ class NaiveCore final : public EngineCore {
     {
       std::unique_lock lk(mu_);
       wait_for_ops(lk, next_seq_);
-      failure = std::exchange(failure_, nullptr);
+      failure = take_failure();
     }
     if (failure) std::rethrow_exception(failure);
   }
 
   std::string_view kind() const noexcept override { return "naive"; }
-  int cpu_threads() const noexcept override { return options_.cpu_threads; }
-  std::size_t max_inflight() const noexcept override { return options_.max_inflight; }
-  int sim_gpus() const noexcept override { return options_.sim_gpus; }
   std::size_t pending() const noexcept override { return pending_.load(); }
-  std::size_t peak_pending() const noexcept override { return peak_.load(); }
 
   void set_observer(std::shared_ptr<Observer> observer) override {
     check_not_in_observer("set_observer");
@@ -76,7 +72,7 @@ class NaiveCore final : public EngineCore {
     std::lock_guard lk(async_mu_);
     async_error_ = std::move(error);
     async_done_ = true;
-    async_cv_.notify_all();
+    async_waits_.notify_all();
   }
 
   void shutdown() noexcept override {
@@ -84,7 +80,7 @@ class NaiveCore final : public EngineCore {
     if (stage_ == Stage::stopped) return;
     stage_ = Stage::draining;
     // Running ops may push, and delete_var is accepted, until the queue is seen empty.
-    cv_.wait(lk, [&] { return !draining_ && queue_.empty() && callers_ == 0; });
+    waits_.wait_locked(lk, [&] { return !draining_ && queue_.empty() && callers_ == 0; });
     stage_ = Stage::stopped;
     lk.unlock();
     std::lock_guard sl(streams_mu_);
@@ -124,8 +120,7 @@ class NaiveCore final : public EngineCore {
       a.version = writes(a.kind) ? ++a.var->pushed_version : a.var->pushed_version;
     }
     op->observe_push(observer_);
-    const std::size_t n = pending_.fetch_add(1) + 1;
-    if (n > peak_.load()) peak_.store(n);
+    note_pending(pending_.fetch_add(1) + 1);
     if (draining_) {
       queue_.push_back(op.release());
       return;
@@ -152,12 +147,13 @@ class NaiveCore final : public EngineCore {
       }
       // Destroying the op may push (an array its body held is deleted): queued, as this
       // thread drains.
+      const std::uint64_t seq = next->seq;
       OpPtr(next).reset();
       lk.lock();
-      if (outcome.report && !failure_) failure_ = std::move(outcome.report);
+      if (outcome.report) record_failure(seq, outcome.report);
       ++done_;
       pending_.fetch_sub(1, std::memory_order_relaxed);
-      if (callers_ != 0) cv_.notify_all();
+      if (callers_ != 0) waits_.notify_all();
       next = nullptr;
       if (!queue_.empty()) {
         next = queue_.front();
@@ -165,15 +161,15 @@ class NaiveCore final : public EngineCore {
       }
     }
     draining_ = false;
-    if (callers_ != 0 || stage_ != Stage::running) cv_.notify_all();
+    if (callers_ != 0 || stage_ != Stage::running) waits_.notify_all();
   }
 
   // Blocks until the first `count` ops pushed have run. Call with mu_ held.
   void wait_for_ops(std::unique_lock<std::mutex>& lk, std::uint64_t count) {
     if (done_ >= count) return;
     ++callers_;
-    cv_.wait(lk, [&] { return done_ >= count; });
-    if (--callers_ == 0 && stage_ != Stage::running) cv_.notify_all();
+    waits_.wait_locked(lk, [&] { return done_ >= count; });
+    if (--callers_ == 0 && stage_ != Stage::running) waits_.notify_all();
   }
 
   struct Outcome {
@@ -251,23 +247,25 @@ class NaiveCore final : public EngineCore {
       }
     }
     std::unique_lock lk(async_mu_);
-    async_cv_.wait(lk, [&] { return async_done_; });
+    async_waits_.wait_locked(lk, [&] { return async_done_; });
     return async_error_;
   }
 
+  // The callback notifies under the lock: this thread returns (and destroys the locals)
+  // only after it has taken the lock again.
   static std::exception_ptr wait_stream(DeviceStream& stream) {
     std::mutex m;
-    std::condition_variable cv;
+    Notifier n;
     bool done = false;
     std::exception_ptr error;
     stream.notify_when_done([&](std::exception_ptr e) {
       std::lock_guard lk(m);
       error = std::move(e);
       done = true;
-      cv.notify_all();
+      n.notify_all();
     });
     std::unique_lock lk(m);
-    cv.wait(lk, [&] { return done; });
+    n.wait_locked(lk, [&] { return done; });
     return error;
   }
 
@@ -279,24 +277,22 @@ class NaiveCore final : public EngineCore {
     return it->second.get();
   }
 
-  const ResolvedOptions options_;
   std::optional<oneapi::tbb::task_arena> serial_;  // one slot, when cpu_threads is 1
   std::unique_ptr<DeviceBackend> gpu_;
 
   std::mutex mu_;  // the queue and everything below; never held while an op runs
-  std::condition_variable cv_;
+  Notifier waits_;  // wait_to_read, wait_all, shutdown; conditions under mu_
   std::deque<Op*> queue_;
   bool draining_ = false;
   Stage stage_ = Stage::running;
   int callers_ = 0;  // threads in a wait
   std::uint64_t next_seq_ = 0;
   std::uint64_t done_ = 0;  // ops run so far (they run in seq order)
-  std::exception_ptr failure_;
   std::shared_ptr<Observer> observer_;
-  std::atomic<std::size_t> pending_{0}, peak_{0};
+  std::atomic<std::size_t> pending_{0};
 
   std::mutex async_mu_;
-  std::condition_variable async_cv_;
+  Notifier async_waits_;  // conditions under async_mu_
   bool async_done_ = false;
   std::exception_ptr async_error_;
 

@@ -1,6 +1,6 @@
 // The records shared by both engines: a variable's state and an operation with its
-// accesses. The threaded engine links accesses into per-var queues; the naive engine only
-// uses the failure and deleted fields.
+// accesses. The threaded engine links accesses into per-var queues (var_queue.h); the naive
+// engine only uses the failure and deleted fields.
 #pragma once
 
 #include <atomic>
@@ -13,27 +13,11 @@
 
 #include "depengine/engine.h"
 #include "device/gpu_var.h"
-#include "spin_lock.h"
+#include "var_queue.h"
 
 namespace depengine::detail {
 
 class Op;
-
-enum class AccessKind : std::uint8_t { read, write, read_write };
-
-constexpr bool reads(AccessKind k) noexcept { return k != AccessKind::write; }
-constexpr bool writes(AccessKind k) noexcept { return k != AccessKind::read; }
-
-// One op's access to one var; also the node of that var's queue of waiting accesses.
-struct Access {
-  VarState* var = nullptr;
-  Op* op = nullptr;
-  Access* next = nullptr;
-  AccessKind kind = AccessKind::read;
-  // Version of the var this access sees: for a read, the writes pushed before it; for a
-  // write, the version it creates. Set at push time.
-  std::uint64_t version = 0;
-};
 
 // A failure held by a var: the exception and the push sequence number of the op that threw
 // it. When an op reads several failed vars it passes on the earliest origin's failure, so
@@ -60,12 +44,8 @@ struct alignas(64) VarState {
   // Writes pushed so far (under the push lock): the version the next write creates - 1.
   std::uint64_t pushed_version = 0;
 
-  // Threaded engine's queue, under `lock`.
-  SpinLock lock;
-  Access* head = nullptr;  // first waiting (not yet granted) access
-  Access* tail = nullptr;
-  int running_reads = 0;
-  bool write_active = false;
+  // Threaded engine's queue of pending accesses (var_queue.h).
+  VarQueue queue;
 
   // Owned by whichever op holds access: a granted write exclusively, granted reads shared.
   Failure failure;

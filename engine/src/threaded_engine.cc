@@ -1,94 +1,33 @@
-// The threaded engine. Each var keeps a FIFO of waiting accesses; an op becomes ready when
-// every one of its accesses is granted (reads of one version together, writes alone), and
-// is dispatched to the CPU pool or to its GPU lane. Finishing an op releases its accesses,
-// which grants the next ones; the finishing CPU worker runs one newly ready op itself.
-// A GPU op finishes for the var queues once its work is on its stream, and retires when
-// that work completes (device/gpu_sync.h describes the events that order the rest).
-#include <condition_variable>
-#include <deque>
-#include <optional>
+// The threaded engine: an op's life from push to retirement. Each var keeps a FIFO of
+// waiting accesses (var_queue.h); an op becomes ready when every one of its accesses is
+// granted (reads of one version together, writes alone), and is dispatched to the CPU
+// scheduler (scheduler.h) or to its GPU lane (device_dispatch.h). Finishing an op releases
+// its accesses, which grants the next ones; the finishing CPU worker offers one newly ready
+// op to the scheduler as its continuation. A GPU op finishes for the var queues once its
+// work is on its stream, and retires when that work completes (device/gpu_sync.h describes
+// the events that order the rest).
 #include <mutex>
-#include <thread>
+#include <optional>
 #include <vector>
 
-#include "cpu_pool.h"
-#include "device/device_backend.h"
-#include "device/gpu_sync.h"
+#include "device_dispatch.h"
 #include "engine_core.h"
 #include "engine_options.h"
+#include "invariant.h"
+#include "notifier.h"
 #include "op.h"
+#include "scheduler.h"
 
 namespace depengine::detail {
 
-// wait_to_read's rendezvous: the internal read op fills it and wakes the caller.
+// wait_to_read's rendezvous: the internal read op fills it, sets `done` and notifies the
+// engine's waits.
 struct Waiter {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool done = false;
   std::exception_ptr failure;
+  std::atomic<bool> done{false};
 };
 
 namespace {
-
-// Grants `a` at once if nothing conflicts, else queues it. Call under a.var->lock.
-bool grant_or_enqueue(Access& a) {
-  VarState& v = *a.var;
-  if (!v.head && !v.write_active) {
-    if (!writes(a.kind)) {
-      ++v.running_reads;
-      return true;
-    }
-    if (v.running_reads == 0) {
-      v.write_active = true;
-      return true;
-    }
-  }
-  a.next = nullptr;
-  if (v.tail) {
-    v.tail->next = &a;
-  } else {
-    v.head = &a;
-  }
-  v.tail = &a;
-  return false;
-}
-
-Access* pop(VarState& v) {
-  Access* a = v.head;
-  v.head = a->next;
-  if (!v.head) v.tail = nullptr;
-  return a;
-}
-
-// Releases a finished access; returns the accesses it grants, chained through `next`.
-// Call under var.lock.
-Access* release_access(VarState& v, AccessKind kind) {
-  Access* granted = nullptr;
-  Access** tail = &granted;
-  auto grant = [&](Access* a) {
-    *tail = a;
-    tail = &a->next;
-  };
-  if (!writes(kind)) {
-    if (--v.running_reads == 0 && v.head) {  // the head can only be a write
-      v.write_active = true;
-      grant(pop(v));
-    }
-  } else {
-    v.write_active = false;
-    if (v.head && writes(v.head->kind)) {
-      v.write_active = true;
-      grant(pop(v));
-    } else {
-      while (v.head && !writes(v.head->kind)) {
-        ++v.running_reads;
-        grant(pop(v));
-      }
-    }
-  }
-  *tail = nullptr;
-  return granted;
-}
 
 // A few ready ops without a heap allocation.
 class ReadyList {
@@ -111,53 +50,6 @@ class ReadyList {
   Op* inline_[kInline];
   std::size_t n_ = 0;
   std::vector<Op*> more_;
-};
-
-class ThreadedCore;
-
-// One GPU lane: a thread that launches the lane's ready ops onto its stream, in order.
-class GpuLane {
- public:
-  // `key` identifies the stream among all lanes (device · kLaneCount + lane).
-  GpuLane(ThreadedCore& engine, std::unique_ptr<DeviceStream> stream, int index, int key)
-      : engine_(engine), stream_(std::move(stream)), index_(index), key_(key) {
-    thread_ = std::thread([this] { loop(); });
-  }
-  ~GpuLane() {
-    {
-      std::lock_guard lk(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
-    stream_->synchronize();
-  }
-  // Notifies under the lock: once the op is queued it may run and finish, and the engine
-  // may stop this lane, which takes the lock first.
-  void submit(Op* op) {
-    std::lock_guard lk(mu_);
-    queue_.push_back(op);
-    cv_.notify_one();
-  }
-  DeviceStream& stream() noexcept { return *stream_; }
-  int index() const noexcept { return index_; }
-  int key() const noexcept { return key_; }
-  // Why this lane's thread cannot launch onto its stream, if it cannot.
-  const std::exception_ptr& bind_error() const noexcept { return bind_error_; }
-
- private:
-  void loop();
-
-  ThreadedCore& engine_;
-  std::unique_ptr<DeviceStream> stream_;
-  const int index_;
-  const int key_;
-  std::exception_ptr bind_error_;  // set by the lane thread before its first op
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Op*> queue_;
-  bool stop_ = false;
-  std::thread thread_;
 };
 
 }  // namespace
@@ -192,11 +84,10 @@ enum class Stage : int { running, draining, stopped };
 class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSink {
  public:
   explicit ThreadedCore(const ResolvedOptions& o)
-      : options_(o), gpu_(o.sim_gpus > 0 ? make_sim_backend(o.sim_gpus) : make_cuda_backend()) {
-    pool_.emplace(o.cpu_threads, *this);
-    for (int d = 0; d < gpu_->device_count(); ++d) {
-      event_pools_.push_back(std::make_unique<EventPool>(*gpu_, d));
-    }
+      : EngineCore(o),
+        devices_(o.sim_gpus, [this](Op* op, GpuLane& lane) { run_gpu(op, lane); },
+                 [this](Op* op) { redispatch(op); }) {
+    sched_.emplace(o.cpu_threads, *this);
     epochs_.push_back(std::make_unique<Epoch>());
     epoch_ = epochs_.back().get();
   }
@@ -213,8 +104,10 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     op->waiter = &w;
     op->set_accesses({v}, {}, id());
     submit(std::move(op), nullptr);
-    std::unique_lock lk(w.mu);
-    w.cv.wait(lk, [&] { return w.done; });
+    // As wait_all, the waiting thread runs queued ops until the var is ready.
+    auto ready = [&] { return w.done.load(std::memory_order_seq_cst); };
+    sched_->help(ready);
+    block_until(ready);
     if (w.failure) std::rethrow_exception(w.failure);
   }
 
@@ -242,7 +135,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
         }
         return true;
       };
-      pool_->help(drained);
+      sched_->help(drained);
       block_until(drained);
       std::lock_guard lk(push_mu_);
       for (Epoch* e : open) --e->watchers;
@@ -251,20 +144,11 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
                e->pending.load(std::memory_order_acquire) == 0;
       });
     }
-    std::exception_ptr failure;
-    {
-      std::lock_guard lk(failure_mu_);
-      failure = std::exchange(failure_, nullptr);
-    }
-    if (failure) std::rethrow_exception(failure);
+    if (std::exception_ptr failure = take_failure()) std::rethrow_exception(failure);
   }
 
   std::string_view kind() const noexcept override { return "threaded"; }
-  int cpu_threads() const noexcept override { return options_.cpu_threads; }
-  std::size_t max_inflight() const noexcept override { return options_.max_inflight; }
-  int sim_gpus() const noexcept override { return options_.sim_gpus; }
   std::size_t pending() const noexcept override { return inflight_of(state_.load()); }
-  std::size_t peak_pending() const noexcept override { return peak_.load(); }
 
   void set_observer(std::shared_ptr<Observer> observer) override {
     check_not_in_observer("set_observer");
@@ -288,7 +172,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
       };
       // The thread of an orphaned core only waits: it may run during std::exit, when a
       // thread inside oneTBB's arena would race the library's own finalization.
-      if (!orphaned_.load()) pool_->help(idle);
+      if (!orphaned_.load()) sched_->help(idle);
       block_until(idle);
       std::lock_guard lk(push_mu_);
       if (idle()) {
@@ -298,15 +182,13 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     }
     // Stop: lanes first (their threads and streams may still be returning from the last
     // completion callbacks), then the events, the backend and the CPU pool.
-    {
-      std::lock_guard lk(lanes_mu_);
-      lanes_.clear();
-    }
-    event_pools_.clear();
-    gpu_.reset();
-    pool_.reset();
+    devices_.stop();
+    sched_.reset();
     // A call refused meanwhile may still be on its way out.
     block_until([&] { return callers_.load() == 0; });
+    // The thread whose CountScope took a count to zero may still be notifying: it does so
+    // under exit_mu_, and the core may be deleted once this returns.
+    std::lock_guard lk(exit_mu_);
   }
 
   void shutdown_from_own_op() noexcept override {
@@ -321,16 +203,16 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     // run; std::exit must not go on while it is inside oneTBB's arena.
     orphaned_.store(true);
     idle_watch_.store(true);
-    auto only_caller = [&] { return active_of(state_.load()) <= 1 && !pool_->helped_elsewhere(); };
+    auto only_caller = [&] { return active_of(state_.load()) <= 1 && !sched_->helped_elsewhere(); };
     while (!only_caller()) {
-      pool_->help(only_caller);
+      sched_->help(only_caller);
       block_until(only_caller, std::chrono::milliseconds(1));
     }
   }
 
   Op* run_cpu(Op* op, int worker) override {
     Failure device_failure;
-    if (await_device_inputs(op, device_failure)) return nullptr;
+    if (devices_.await_inputs(op, device_failure)) return nullptr;
     if (Failure up = device_failure ? std::move(device_failure) : op->upstream_failure()) {
       return finish(op, std::move(up), false, true);
     }
@@ -364,7 +246,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     }
     Failure up;
     if (op->async) {
-      if (await_device_inputs(op, up)) return;
+      if (devices_.await_inputs(op, up)) return;
       if (!up) up = op->upstream_failure();
     } else {
       up = read_failure(*op);
@@ -408,7 +290,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
       CurrentOpScope scope(op);
       try {
         // Recorded even after a failed launch: work it enqueued before failing stays ordered.
-        EventPool& events = *event_pools_[static_cast<std::size_t>(op->opts.device.id)];
+        EventPool& events = devices_.events(op->opts.device.id);
         // The observer's on_end is reported when the work completes.
         sync = std::make_shared<TrackedSync>(*this, events, lane.key(), op->seq,
                                              std::move(upstream), Failure{error, op->seq},
@@ -460,12 +342,12 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     CountScope(ThreadedCore& e, std::atomic<int>& count) : e_(e), count_(count) {
       count_.fetch_add(1);
     }
-    // Decremented under the waiters' lock: shutdown checks its condition under it, so it
-    // cannot see the count reach zero and delete the engine while this thread still
-    // touches it. (Only async ops and blocking calls pay for the lock.)
+    // Decremented and notified under exit_mu_, which shutdown takes last: it cannot see the
+    // count reach zero and delete the engine while this thread still touches it. (Only
+    // async ops, wait_to_read's signal and blocking calls pay for the lock.)
     ~CountScope() {
-      std::lock_guard lk(e_.wait_mu_);
-      if (count_.fetch_sub(1) == 1) e_.wait_cv_.notify_all();
+      std::lock_guard lk(e_.exit_mu_);
+      if (count_.fetch_sub(1) == 1) e_.waits_.notify_all();
     }
     CountScope(const CountScope&) = delete;
     CountScope& operator=(const CountScope&) = delete;
@@ -475,7 +357,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     std::atomic<int>& count_;
   };
 
-  void check_gpu_queue(Device device, Lane lane) override { lane_for(device, lane); }
+  void check_gpu_queue(Device device, Lane lane) override { devices_.lane_for(device, lane); }
 
   // All-or-nothing: everything that can throw (back-pressure refusal, shutdown refusal, a
   // deleted var) happens before the op changes any state; observers are contained.
@@ -508,8 +390,8 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     op->wait.store(n + 1, std::memory_order_relaxed);
     int granted = 0;
     for (Access& a : op->acc) {
-      std::lock_guard vl(a.var->lock);
-      if (grant_or_enqueue(a)) ++granted;
+      std::lock_guard vl(a.var->queue.lock);
+      if (a.var->queue.grant_or_enqueue(a)) ++granted;
     }
     // Counted in flight before the op can run. An op this push granted entirely is ready,
     // and active at once (a reserved op was counted active provisionally, so that a
@@ -525,14 +407,15 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
         after = state_.fetch_add(add) + add;
       }
       op->active = all_granted;
-      const std::size_t now = inflight_of(after);
-      if (now > peak_.load(std::memory_order_relaxed)) peak_.store(now, std::memory_order_relaxed);
+      note_pending(inflight_of(after));
       if (reserved && !all_granted) wake_after(after + kActive, after, 1);
     }
     // Dispatched under the push lock: shutdown takes it once idle, so no pusher is still
     // inside the pool or a lane when they stop.
     Op* raw = op.release();
-    if (raw->wait.fetch_sub(granted + 1, std::memory_order_acq_rel) == granted + 1) {
+    const int waited = raw->wait.fetch_sub(granted + 1, std::memory_order_acq_rel);
+    DEPENGINE_INVARIANT(waited >= granted + 1, "an op was granted more accesses than it has");
+    if (waited == granted + 1) {
       if (counted && !raw->active) {
         raw->active = true;
         state_.fetch_add(kActive);
@@ -589,18 +472,24 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
   // become true.
   void retire_delta(Epoch* epoch, std::uint64_t delta) {
     std::size_t epoch_left = 1;
-    if (epoch) epoch_left = epoch->pending.fetch_sub(1) - 1;
+    if (epoch) {
+      const std::size_t pending = epoch->pending.fetch_sub(1);
+      DEPENGINE_INVARIANT(pending >= 1, "an epoch's pending count went negative");
+      epoch_left = pending - 1;
+    }
     const std::uint64_t before = state_.fetch_add(delta);
+    DEPENGINE_INVARIANT(inflight_of(before + delta) < (kActive >> 1) &&
+                            active_of(before + delta) < (kActive >> 1),
+                        "the count of ops in flight or active went negative");
     wake_after(before, before + delta, epoch_left);
   }
 
-  // Waking a waiter on every op would cost a futex wake and a context switch per op, so only
-  // the transitions a waiter can be waiting for wake: in flight reaching zero (shutdown), an
-  // epoch draining (wait_all), and for back-pressure the count dropping under the bound or
-  // activity reaching zero. The counts and the waiter count are read crosswise by notifier
-  // and waiter, hence seq_cst on both sides.
+  // Notifying on every op would cost a fence per op and, with a waiter, a wake-up and a
+  // context switch, so only the transitions a waiter can be waiting for notify: in flight
+  // reaching zero (shutdown), an epoch draining (wait_all), and for back-pressure the count
+  // dropping under the bound or activity reaching zero. (The conditions are sequentially
+  // consistent atomics, as the Notifier protocol needs.)
   void wake_after(std::uint64_t before, std::uint64_t after, std::size_t epoch_left) {
-    if (waiters_.load() == 0) return;
     const std::size_t bound = options_.max_inflight;
     const bool needed =
         inflight_of(after) == 0 || epoch_left == 0 ||
@@ -610,30 +499,27 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     if (needed) wake();
   }
 
-  void wake() {
-    if (waiters_.load() == 0) return;
-    std::lock_guard lk(wait_mu_);
-    wait_cv_.notify_all();
-  }
+  void wake() { waits_.notify_all(); }
 
+  // Sleeps until `pred` holds (Notifier protocol: every change a waiter can wait for is
+  // followed by wake() or wake_after()).
   template <class Pred>
   void block_until(Pred&& pred) {
-    waiters_.fetch_add(1);
-    {
-      std::unique_lock lk(wait_mu_);
-      wait_cv_.wait(lk, pred);
-    }
-    waiters_.fetch_sub(1);
+    waits_.wait_until(pred);
   }
 
+  // As block_until, for `timeout` at most.
   template <class Pred, class Duration>
   void block_until(Pred&& pred, Duration timeout) {
-    waiters_.fetch_add(1);
-    {
-      std::unique_lock lk(wait_mu_);
-      wait_cv_.wait_for(lk, timeout, pred);
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (!pred()) {
+      const Notifier::Key key = waits_.prepare_wait();
+      if (pred()) {
+        waits_.cancel_wait();
+        return;
+      }
+      if (!waits_.commit_wait_until(key, deadline)) return;
     }
-    waiters_.fetch_sub(1);
   }
 
   void dispatch(Op* op) {
@@ -644,15 +530,17 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
   // Runs wait_to_read's op inline: it only reads the var's failure and wakes the caller.
   void signal(Op* op) {
     Failure device_failure;
-    if (await_device_inputs(op, device_failure)) return;
+    if (devices_.await_inputs(op, device_failure)) return;
     Waiter* w = op->waiter;
     std::exception_ptr failure =
         device_failure ? std::move(device_failure.error) : op->acc[0].var->failure.error;
     finish(op, Failure{}, false, false);
-    std::lock_guard lk(w->mu);
+    // Counted busy before the waiter can return: shutdown then waits until this thread has
+    // notified.
+    CountScope busy(*this, busy_);
     w->failure = std::move(failure);
-    w->done = true;
-    w->cv.notify_all();
+    w->done.store(true, std::memory_order_seq_cst);
+    wake();
   }
 
   // Records the outcome, releases the accesses and dispatches what became ready. Returns
@@ -672,12 +560,14 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     for (Access& a : op->acc) {
       Access* granted;
       {
-        std::lock_guard lk(a.var->lock);
-        granted = release_access(*a.var, a.kind);
+        std::lock_guard lk(a.var->queue.lock);
+        granted = a.var->queue.release(a.kind);
       }
       while (granted) {
         Access* next = granted->next;  // read before the op can run and free it
-        if (granted->op->wait.fetch_sub(1, std::memory_order_acq_rel) == 1) ready.push(granted->op);
+        const int waited = granted->op->wait.fetch_sub(1, std::memory_order_acq_rel);
+        DEPENGINE_INVARIANT(waited >= 1, "an op's count of missing grants went negative");
+        if (waited == 1) ready.push(granted->op);
         granted = next;
       }
     }
@@ -696,12 +586,17 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     if (was_active) delta -= kActive;
     if (counted) delta -= 1;
     if (counted || delta != 0) retire_delta(counted ? epoch : nullptr, delta);
+    // The continuation offered to the scheduler is the most urgent ready CPU op; it keeps it
+    // only when nothing more urgent is queued (Scheduler::keep_continuation).
     Op* next = nullptr;
+    if (continuation) {
+      ready.for_each([&](Op* r) {
+        if (!r->waiter && r->opts.device.is_cpu() && (!next || rank(*r) > rank(*next))) next = r;
+      });
+    }
     ready.for_each([&](Op* r) {
-      if (continuation && !next && !r->waiter && r->opts.device.is_cpu() &&
-          r->opts.priority == 0 && r->opts.lane != Lane::priority) {
+      if (r == next) {
         r->observe_ready();
-        next = r;
       } else {
         dispatch(r);
       }
@@ -736,68 +631,18 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     retire(epoch, kActive);
   }
 
-  void record_failure(std::uint64_t seq, const std::exception_ptr& error) {
-    std::lock_guard lk(failure_mu_);
-    if (!failure_ || seq < failure_seq_) {
-      failure_ = error;
-      failure_seq_ = seq;
-    }
-  }
 
-  // --- Host ops behind device work (device/gpu_sync.h) ---
-
-  // A host op (CPU op, wait_to_read's op, async GPU op) whose vars have stream work still in
-  // flight is parked until that work completes, then dispatched again: returns true. Else
-  // `failure` gets the failure its vars carry (when any GPU op used them) and the vars it
-  // writes forget their stream ops.
-  bool await_device_inputs(Op* op, Failure& failure) {
-    // An engine without GPUs never has device state: CPU ops skip the scan of their vars.
-    if (event_pools_.empty() || !has_gpu_state(*op)) return false;
-    std::vector<GpuSyncPtr> pending;
-    for (;;) {
-      pending.clear();
-      incomplete_inputs(*op, pending);
-      if (pending.empty()) break;
-      op->wait.store(static_cast<int>(pending.size()) + 1, std::memory_order_relaxed);
-      for (const GpuSyncPtr& s : pending) {
-        s->on_done([this, op] {
-          if (op->wait.fetch_sub(1, std::memory_order_acq_rel) == 1) redispatch(op);
-        });
-      }
-      if (op->wait.fetch_sub(1, std::memory_order_acq_rel) != 1) return true;
-    }
-    failure = read_failure(*op);
-    reset_written(*op);
-    return false;
-  }
 
   // Dispatches a parked op again, from the completion thread of the work it waited for.
   void redispatch(Op* op) {
     if (op->waiter) {
       signal(op);
     } else if (op->opts.device.is_cpu()) {
-      pool_->submit(op);
+      sched_->submit(op);
     } else {
-      lane_for(op->opts.device, op->opts.lane).submit(op);
+      devices_.lane_for(op->opts.device, op->opts.lane).submit(op);
     }
   }
-
-  GpuLane& lane_for(Device d, Lane lane) {
-    std::lock_guard lk(lanes_mu_);
-    const std::size_t index =
-        static_cast<std::size_t>(d.id) * kLaneCount + static_cast<std::size_t>(lane);
-    if (d.id < 0 || d.id >= gpu_->device_count()) {
-      gpu_->make_stream(d.id, lane);  // throws the backend's own error naming the device
-    }
-    if (lanes_.size() <= index) lanes_.resize(index + 1);
-    if (!lanes_[index]) {
-      lanes_[index] = std::make_unique<GpuLane>(*this, gpu_->make_stream(d.id, lane),
-                                                static_cast<int>(lane), static_cast<int>(index));
-    }
-    return *lanes_[index];
-  }
-
-  const ResolvedOptions options_;
 
   std::mutex push_mu_;
   std::uint64_t next_seq_ = 0;
@@ -807,45 +652,17 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
   std::atomic<Stage> stage_{Stage::running};    // changed under push_mu_
 
   std::atomic<std::uint64_t> state_{0};
-  std::atomic<std::size_t> peak_{0};
   std::atomic<int> busy_{0};     // async bodies running, threads inside a Completion
   std::atomic<int> callers_{0};  // threads inside wait_all, wait_to_read, back-pressure
   std::atomic<bool> idle_watch_{false};
   std::atomic<bool> orphaned_{false};  // destroyed from inside its own op
-  std::atomic<int> waiters_{0};
-  std::mutex wait_mu_;
-  std::condition_variable wait_cv_;
+  Notifier waits_;     // wait_all, wait_to_read, back-pressure, shutdown
+  std::mutex exit_mu_;  // see CountScope
 
-  std::mutex failure_mu_;
-  std::exception_ptr failure_;
-  std::uint64_t failure_seq_ = 0;
-
-  // Stopped in this order by shutdown(): lanes, event pools, backend, CPU pool.
-  std::optional<CpuPool> pool_;
-  std::unique_ptr<DeviceBackend> gpu_;
-  std::vector<std::unique_ptr<EventPool>> event_pools_;
-  std::mutex lanes_mu_;
-  std::vector<std::unique_ptr<GpuLane>> lanes_;
+  // Stopped in this order by shutdown(): the device side, then the scheduler.
+  std::optional<Scheduler> sched_;
+  DeviceDispatch devices_;
 };
-
-void GpuLane::loop() {
-  try {
-    stream_->bind_thread();
-  } catch (...) {
-    bind_error_ = std::current_exception();
-  }
-  for (;;) {
-    Op* op;
-    {
-      std::unique_lock lk(mu_);
-      cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
-      if (queue_.empty()) return;
-      op = queue_.front();
-      queue_.pop_front();
-    }
-    engine_.run_gpu(op, *this);
-  }
-}
 
 }  // namespace
 

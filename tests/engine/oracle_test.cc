@@ -6,12 +6,19 @@
 // lanes, their work on the stream and their failures raised there or by the launch, so that
 // event waits across streams (data and ordering alike) meet failed work.
 //
+// SharedOracle goes further: several frontends push into the same vars at once, with random
+// priorities (the priority lane included), delete_var replacing vars, ops on simulated GPUs
+// and an observer attached; the order in which the pushes happened is logged and replayed on
+// the naive engine, and the two engines must agree exactly (values, failures, which ops ran,
+// the values deleted vars held, the observer's counts).
+//
 // DEPENGINE_ORACLE_SEEDS=n runs n seeds per configuration instead of 10.
+#include <atomic>
+#include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
-#include <deque>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <stdexcept>
@@ -19,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "serial_worker.h"
 #include "test_util.h"
 
 namespace depengine::test {
@@ -44,13 +52,15 @@ std::uint64_t mix(std::uint64_t h, std::uint64_t x) {
 }
 
 struct OpSpec {
-  int index;  // position in its frontend's program
+  int index = 0;  // position in its frontend's program
   std::vector<int> reads, writes;  // may hold duplicates; a var may be in both
   bool async = false;
   bool throws = false;
   int gpu = -1;  // the GPU it runs on, or -1 for the CPU
   Lane lane = Lane::compute;
   bool throws_at_launch = false;  // a GPU op's failure: raised by the launch, else on the stream
+  int priority = 0;
+  bool delete_var = false;  // SharedOracle: deletes writes[0]'s var, which gets a new one
 };
 
 // The sequential model: values and failure origins per var, and which ops run (an op runs
@@ -114,46 +124,23 @@ std::vector<OpSpec> generate(std::uint32_t seed, int n, int first_var, int var_c
   return ops;
 }
 
-// Threads that complete asynchronous ops, as a GPU callback or I/O system would.
+// Threads that complete asynchronous ops, as a GPU callback or I/O system would: the
+// engine's own serial workers, jobs dealt round-robin.
 class Completer {
  public:
   explicit Completer(int threads) {
-    for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { loop(); });
-  }
-  ~Completer() {
-    {
-      std::lock_guard lk(mu_);
-      stop_ = true;
+    for (int i = 0; i < threads; ++i) {
+      workers_.push_back(std::make_unique<detail::SerialWorker<std::function<void()>>>(
+          [](std::function<void()>& job) { job(); }));
     }
-    cv_.notify_all();
-    for (auto& t : threads_) t.join();
   }
-  // Notifies under the lock: the job may finish the test before an unlocked notify returns.
   void post(std::function<void()> job) {
-    std::lock_guard lk(mu_);
-    jobs_.push_back(std::move(job));
-    cv_.notify_one();
+    workers_[next_.fetch_add(1) % workers_.size()]->push(std::move(job));
   }
 
  private:
-  void loop() {
-    for (;;) {
-      std::function<void()> job;
-      {
-        std::unique_lock lk(mu_);
-        cv_.wait(lk, [&] { return stop_ || !jobs_.empty(); });
-        if (jobs_.empty()) return;
-        job = std::move(jobs_.front());
-        jobs_.pop_front();
-      }
-      job();
-    }
-  }
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> jobs_;
-  bool stop_ = false;
-  std::vector<std::thread> threads_;
+  std::vector<std::unique_ptr<detail::SerialWorker<std::function<void()>>>> workers_;
+  std::atomic<std::size_t> next_{0};
 };
 
 // `ran[op.index]` is set when the op's body starts.
@@ -169,7 +156,7 @@ void push_op(Engine& e, const OpSpec& op, const std::vector<Var>& vars,
     for (int w : op.writes) value[static_cast<std::size_t>(w)] = mix(h, static_cast<std::uint64_t>(w));
   };
   if (op.gpu >= 0) {
-    const PushOptions on{.device = Device::gpu(op.gpu), .lane = op.lane};
+    const PushOptions on{.device = Device::gpu(op.gpu), .lane = op.lane, .priority = op.priority};
     if (op.async) {  // completed by its own stream work
       e.push_async([body](const RunContext& ctx, Completion done) {
         ctx.stream->enqueue_host([body, done] {
@@ -202,9 +189,9 @@ void push_op(Engine& e, const OpSpec& op, const std::vector<Var>& vars,
           done(std::current_exception());
         }
       });
-    }, reads, writes);
+    }, reads, writes, {.lane = op.lane, .priority = op.priority});
   } else {
-    e.push(body, reads, writes);
+    e.push(body, reads, writes, {.lane = op.lane, .priority = op.priority});
   }
 }
 
@@ -413,6 +400,221 @@ INSTANTIATE_TEST_SUITE_P(
              std::to_string(p.param.frontends) + "f" +
              (p.param.gpu_percent > 0 ? "_gpu" + std::to_string(p.param.gpu_percent) : "");
     });
+
+// --- Frontends sharing vars, replayed on the naive engine ---
+
+// Counts an engine's observer events.
+class CountingObserver final : public Observer {
+ public:
+  void on_push(const OpInfo&) override { pushes.fetch_add(1); }
+  void on_ready(std::uint64_t) override { readies.fetch_add(1); }
+  void on_start(std::uint64_t, int) override { starts.fetch_add(1); }
+  void on_end(std::uint64_t, bool, bool) override { ends.fetch_add(1); }
+  std::atomic<long> pushes{0}, readies{0}, starts{0}, ends{0};
+};
+
+// One frontend's program over slots (the shared var table): ops as in generate(), plus
+// priorities, the priority lane and deletes. Slot numbers become cell numbers (one cell per
+// var ever made) when the op is pushed.
+std::vector<OpSpec> generate_shared(std::uint32_t seed, int n, int gpu_percent) {
+  std::vector<OpSpec> ops = generate(seed, n, 0, kVars, gpu_percent);
+  std::mt19937 rng(seed ^ 0x5eedu);
+  constexpr int kPriorities[] = {-3, -1, 0, 0, 0, 0, 1, 2, 10};
+  for (OpSpec& op : ops) {
+    op.priority = kPriorities[rng() % std::size(kPriorities)];
+    if (op.gpu < 0 && rng() % 10 == 0) op.lane = Lane::priority;
+    if (rng() % 50 == 0) {
+      OpSpec del;
+      del.index = op.index;
+      del.delete_var = true;
+      del.writes = {op.writes[0]};
+      op = del;
+    }
+  }
+  return ops;
+}
+
+// What a run leaves behind, compared between the engines.
+struct SharedOutcome {
+  std::vector<OpSpec> log;  // the pushes in the order they happened, slots resolved to cells
+  std::vector<std::uint64_t> value;    // by cell
+  std::vector<int> failed;             // by cell: the failure origin, or -1
+  std::vector<std::uint64_t> deleted;  // by cell: its value when its delete ran
+  std::vector<char> ran;               // by op (log position)
+  long pushes = 0, ends = 0;
+};
+
+constexpr int kMaxCells = kVars + kOpsPerSeed;  // every delete makes one more var
+
+// Runs `programs` (one per frontend thread, or their logged order when `replay` is set, on
+// one thread) on `e`. Pushes go through one mutex, which fixes the order that the log and
+// the model follow; a blocker every ~500 ops checks one var against the model meanwhile.
+void run_shared(Engine& e, const std::vector<std::vector<OpSpec>>& programs,
+                const std::vector<OpSpec>* replay, SharedOutcome& out, std::uint32_t seed) {
+  auto observer = std::make_shared<CountingObserver>();
+  e.set_observer(observer);
+  Completer completer(2);
+  std::vector<Var> cell_var(kMaxCells);
+  std::vector<int> slot_cell(kVars);
+  int cells = 0;
+  for (int v = 0; v < kVars; ++v) {
+    slot_cell[static_cast<std::size_t>(v)] = cells;
+    cell_var[static_cast<std::size_t>(cells++)] = e.new_var();
+  }
+  out.value.assign(kMaxCells, 0);
+  out.deleted.assign(kMaxCells, 0);
+  out.ran.assign(kMaxCells + kOpsPerSeed, 0);
+  // Stable storage: ops in flight refer to their spec until wait_all.
+  auto specs = std::make_unique<std::vector<OpSpec>>();
+  specs->reserve(out.ran.size());
+  Model model;
+  model.value.assign(kMaxCells, 0);
+  model.failed.assign(kMaxCells, -1);
+  std::vector<std::uint64_t> model_deleted(kMaxCells, 0);
+  std::mutex push_mu;
+  std::atomic<bool> mismatch{false};
+  DrainOnExit drain{e};
+
+  auto push_one = [&](const OpSpec& from_program, bool resolved) {
+    std::lock_guard lk(push_mu);
+    OpSpec op = from_program;
+    op.index = static_cast<int>(specs->size());
+    if (!resolved) {
+      for (int& r : op.reads) r = slot_cell[static_cast<std::size_t>(r)];
+      for (int& w : op.writes) w = slot_cell[static_cast<std::size_t>(w)];
+    }
+    specs->push_back(op);
+    const OpSpec& spec = specs->back();
+    if (spec.delete_var) {
+      const int cell = spec.writes[0];
+      std::uint64_t* slot = &out.deleted[static_cast<std::size_t>(cell)];
+      const std::uint64_t* value = &out.value[static_cast<std::size_t>(cell)];
+      e.delete_var(cell_var[static_cast<std::size_t>(cell)], [slot, value] { *slot = *value; });
+      model.ran.push_back(1);
+      model_deleted[static_cast<std::size_t>(cell)] = model.value[static_cast<std::size_t>(cell)];
+      // The slot that named the deleted var gets a new one (in the replay, the log says
+      // which cell the next ops use).
+      for (int& c : slot_cell) {
+        if (c == cell) c = cells;
+      }
+      cell_var[static_cast<std::size_t>(cells++)] = e.new_var();
+      out.ran[static_cast<std::size_t>(spec.index)] = 1;
+      return;
+    }
+    push_op(e, spec, cell_var, out.value, out.ran, completer);
+    apply(spec, model);
+    // A blocker while the other frontends wait to push, at the same ops in the replay.
+    if (mix(seed, static_cast<std::uint64_t>(spec.index)) % 500 == 0) {
+      const int cell = spec.writes[0];
+      const int f = failure_of(e, cell_var[static_cast<std::size_t>(cell)]);
+      if (f != model.failed[static_cast<std::size_t>(cell)] ||
+          (f < 0 && out.value[static_cast<std::size_t>(cell)] !=
+                        model.value[static_cast<std::size_t>(cell)])) {
+        mismatch = true;
+      }
+    }
+  };
+
+  if (replay) {
+    // The log's cells are made again in the same order, so its cell numbers hold here.
+    for (const OpSpec& op : *replay) push_one(op, true);
+  } else {
+    std::vector<std::thread> threads;
+    for (std::size_t t = 0; t < programs.size(); ++t) {
+      threads.emplace_back([&, t] {
+        for (const OpSpec& op : programs[t]) push_one(op, false);
+      });
+    }
+    for (auto& th : threads) th.join();
+  }
+  try {
+    e.wait_all();
+  } catch (const std::runtime_error&) {
+  }
+  EXPECT_FALSE(mismatch.load()) << "seed " << seed << ": a blocker saw a value the model has not";
+  const std::size_t n = specs->size();
+  out.ran.resize(n);
+  const int bad = first_ran_mismatch(*specs, out.ran, model);
+  EXPECT_LT(bad, 0) << "seed " << seed << " "
+                    << (bad >= 0 ? describe((*specs)[static_cast<std::size_t>(bad)], out.ran) : "");
+  out.failed.assign(static_cast<std::size_t>(cells), -1);
+  out.value.resize(static_cast<std::size_t>(cells));
+  out.deleted.resize(static_cast<std::size_t>(cells));
+  for (int c = 0; c < cells; ++c) {
+    const auto ci = static_cast<std::size_t>(c);
+    const bool live = std::find(slot_cell.begin(), slot_cell.end(), c) != slot_cell.end();
+    if (live) {
+      out.failed[ci] = failure_of(e, cell_var[ci]);
+      EXPECT_EQ(out.failed[ci], model.failed[ci]) << "seed " << seed << " cell " << c;
+      if (out.failed[ci] < 0) {
+        EXPECT_EQ(out.value[ci], model.value[ci]) << "seed " << seed << " cell " << c;
+      }
+    } else if (model.failed[ci] < 0) {
+      EXPECT_EQ(out.deleted[ci], model_deleted[ci]) << "seed " << seed << " deleted cell " << c;
+    }
+  }
+  e.set_observer(nullptr);
+  out.pushes = observer->pushes.load();
+  out.ends = observer->ends.load();
+  EXPECT_EQ(out.ends, out.pushes) << "seed " << seed << ": every pushed op reports its end";
+  EXPECT_LE(observer->starts.load(), out.pushes);
+  out.log = std::move(*specs);
+}
+
+struct SharedConfig {
+  int threads;
+  int frontends;
+  int gpu_percent;
+  friend void PrintTo(const SharedConfig& c, std::ostream* os) {
+    *os << c.threads << "w/" << c.frontends << "f/gpu" << c.gpu_percent;
+  }
+};
+
+class SharedOracle : public testing::TestWithParam<SharedConfig> {};
+
+TEST_P(SharedOracle, ThreadedEqualsNaiveWithFrontendsSharingVars) {
+  const SharedConfig& c = GetParam();
+  const int seeds = std::max(1, seed_count() / 2);
+  for (int s = 0; s < seeds; ++s) {
+    const auto seed = static_cast<std::uint32_t>(5000 + s);
+    std::vector<std::vector<OpSpec>> programs;
+    for (int t = 0; t < c.frontends; ++t) {
+      programs.push_back(generate_shared(seed * 131u + static_cast<std::uint32_t>(t),
+                                         kOpsPerSeed / c.frontends, c.gpu_percent));
+    }
+    const int gpus = c.gpu_percent > 0 ? 2 : 0;
+    SharedOutcome threaded, naive;
+    {
+      auto e = Engine::create("threaded", {.cpu_threads = c.threads, .sim_gpus = gpus});
+      run_shared(*e, programs, nullptr, threaded, seed);
+    }
+    if (HasFailure()) return;
+    {
+      auto e = Engine::create("naive", {.sim_gpus = gpus});
+      run_shared(*e, {}, &threaded.log, naive, seed);
+    }
+    if (HasFailure()) return;
+    ASSERT_EQ(threaded.failed, naive.failed) << "seed " << seed;
+    for (std::size_t cell = 0; cell < threaded.failed.size(); ++cell) {
+      if (threaded.failed[cell] < 0) {
+        ASSERT_EQ(threaded.value[cell], naive.value[cell]) << "seed " << seed << " cell " << cell;
+      }
+    }
+    ASSERT_EQ(threaded.deleted, naive.deleted) << "seed " << seed;
+    EXPECT_EQ(threaded.pushes, naive.pushes) << "seed " << seed;
+    EXPECT_EQ(threaded.ends, naive.ends) << "seed " << seed;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Engines, SharedOracle,
+                         testing::Values(SharedConfig{1, 2, 0}, SharedConfig{2, 4, 0},
+                                         SharedConfig{4, 3, 0}, SharedConfig{2, 4, 20},
+                                         SharedConfig{3, 2, 20}),
+                         [](const testing::TestParamInfo<SharedConfig>& p) {
+                           return std::to_string(p.param.threads) + "w_" +
+                                  std::to_string(p.param.frontends) + "f" +
+                                  (p.param.gpu_percent > 0 ? "_gpu" : "");
+                         });
 
 }  // namespace
 }  // namespace depengine::test

@@ -22,17 +22,17 @@
 // ops that depend on the faulting kernel.
 #include <cuda_runtime_api.h>
 
-#include <condition_variable>
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
 #include "depengine/error.h"
 #include "device/device_backend.h"
+#include "serial_worker.h"
 
 namespace depengine::detail {
 namespace {
@@ -106,16 +106,14 @@ class CudaStream final : public DeviceStream {
     const int priority = lane == Lane::priority ? greatest : least;
     check(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, priority), device,
           what("cudaStreamCreateWithPriority"));
-    thread_ = std::thread([this] { complete_loop(); });
+    completer_.emplace([this](Pending& p) { complete(p); },
+                       [this] {
+                         if (cudaSetDevice(device_.id) != cudaSuccess) cudaGetLastError();
+                       });
   }
 
   ~CudaStream() override {
-    {
-      std::lock_guard lk(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
+    completer_.reset();  // reports what is pending, then stops
     cudaStreamSynchronize(stream_);
     cudaStreamDestroy(stream_);
   }
@@ -154,12 +152,11 @@ class CudaStream final : public DeviceStream {
     } catch (...) {
       p.error = std::current_exception();
     }
-    {
-      std::lock_guard lk(mu_);
-      p.last_ticket = host_tickets_;
-      pending_.push_back(std::move(p));
-    }
-    cv_.notify_one();
+    // The ticket and the queue position are taken together, so that callbacks and host
+    // tasks stay in stream order.
+    std::lock_guard lk(mu_);
+    p.last_ticket = host_tickets_;
+    completer_->push(std::move(p));
   }
 
   void record(StreamEvent& event) override {
@@ -176,8 +173,7 @@ class CudaStream final : public DeviceStream {
   void synchronize() override {
     check(cudaStreamSynchronize(stream_), device_.id, what("cudaStreamSynchronize"));
     // The completion thread may still be running callbacks for work that has finished.
-    std::unique_lock lk(mu_);
-    idle_cv_.wait(lk, [&] { return pending_.empty() && !completing_; });
+    completer_->wait_idle();
   }
 
  private:
@@ -224,56 +220,37 @@ class CudaStream final : public DeviceStream {
     return std::make_unique<CudaEvent>(device_.id, cudaEventDisableTiming | cudaEventBlockingSync);
   }
 
-  void complete_loop() {
-    if (cudaSetDevice(device_.id) != cudaSuccess) cudaGetLastError();
-    for (;;) {
-      Pending p;
-      {
-        std::unique_lock lk(mu_);
-        cv_.wait(lk, [&] { return stop_ || !pending_.empty(); });
-        if (pending_.empty()) return;
-        p = std::move(pending_.front());
-        pending_.pop_front();
-        completing_ = true;
+  // On the completion thread: waits for the work before `p`'s record, then reports it.
+  void complete(Pending& p) {
+    std::exception_ptr error = std::move(p.error);
+    if (p.event) {
+      const cudaError_t e = cudaEventSynchronize(p.event->get());
+      if (e != cudaSuccess) {
+        cudaGetLastError();
+        error = std::make_exception_ptr(Error(cuda_message(device_.id, what("device work"), e)));
       }
-      std::exception_ptr error = std::move(p.error);
-      if (p.event) {
-        const cudaError_t e = cudaEventSynchronize(p.event->get());
-        if (e != cudaSuccess) {
-          cudaGetLastError();
-          error = std::make_exception_ptr(Error(cuda_message(device_.id, what("device work"), e)));
-        }
-      }
-      {
-        std::lock_guard lk(mu_);
-        while (!host_errors_.empty() && host_errors_.front().ticket <= p.last_ticket) {
-          if (!error) error = std::move(host_errors_.front().error);
-          host_errors_.pop_front();
-        }
-        if (p.event) free_events_.push_back(std::move(p.event));
-      }
-      p.cb(std::move(error));
-      p.cb = nullptr;
-      {
-        std::lock_guard lk(mu_);
-        completing_ = false;
-      }
-      idle_cv_.notify_all();
     }
+    {
+      std::lock_guard lk(mu_);
+      while (!host_errors_.empty() && host_errors_.front().ticket <= p.last_ticket) {
+        if (!error) error = std::move(host_errors_.front().error);
+        host_errors_.pop_front();
+      }
+      if (p.event) free_events_.push_back(std::move(p.event));
+    }
+    p.cb(std::move(error));
+    p.cb = nullptr;
   }
 
   const Device device_;
   const Lane lane_;
   cudaStream_t stream_ = nullptr;
-  std::mutex mu_;
-  std::condition_variable cv_, idle_cv_;
-  std::deque<Pending> pending_;
+  std::mutex mu_;  // host_errors_, free_events_, host_tickets_
   std::deque<HostError> host_errors_;
   std::vector<std::unique_ptr<CudaEvent>> free_events_;
   std::uint64_t host_tickets_ = 0;
-  bool completing_ = false;
-  bool stop_ = false;
-  std::thread thread_;
+  // Reports completions in stream order (the CUDA-free part of a stream, serial_worker.h).
+  std::optional<SerialWorker<Pending>> completer_;
 };
 
 // cudaGetDeviceCount, or 0 with the reason when no driver or device is usable.

@@ -11,16 +11,15 @@
 // Each record keeps its own error: events are pooled and recorded again once the work they
 // marked has completed, while a stream that was behind may not have reached its wait for the
 // earlier record yet; that wait reads the earlier record's error, never a later one's.
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <map>
 #include <mutex>
-#include <thread>
 #include <utility>
 
 #include "depengine/error.h"
 #include "device/device_backend.h"
+#include "notifier.h"
+#include "serial_worker.h"
 
 namespace depengine::detail {
 namespace {
@@ -41,7 +40,7 @@ class SimEvent final : public StreamEvent {
     p.reached = true;
     p.error = std::move(error);
     forget_unneeded();
-    cv_.notify_all();
+    reached_.notify_all();
   }
   // The generation a wait() issued now stands for (0: never recorded, nothing to wait for),
   // kept with its error until the wait has read it (wait_for).
@@ -55,7 +54,7 @@ class SimEvent final : public StreamEvent {
     if (gen == 0) return nullptr;
     std::unique_lock lk(mu_);
     Point& p = points_.at(gen);  // std::map: stable while other points come and go
-    cv_.wait(lk, [&] { return p.reached; });
+    reached_.wait_locked(lk, [&] { return p.reached; });
     std::exception_ptr error = p.error;
     --p.watchers;
     forget_unneeded();
@@ -83,24 +82,14 @@ class SimEvent final : public StreamEvent {
   }
 
   std::mutex mu_;
-  std::condition_variable cv_;
+  Notifier reached_;  // conditions under mu_
   std::uint64_t recorded_ = 0;
   std::map<std::uint64_t, Point> points_;
 };
 
 class SimStream final : public DeviceStream {
  public:
-  SimStream(int device, Lane lane) : device_(Device::gpu(device)), lane_(lane) {
-    thread_ = std::thread([this] { loop(); });
-  }
-  ~SimStream() override {
-    {
-      std::lock_guard lk(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
-  }
+  SimStream(int device, Lane lane) : device_(Device::gpu(device)), lane_(lane) {}
 
   Device device() const noexcept override { return device_; }
   Lane lane() const noexcept override { return lane_; }
@@ -134,50 +123,17 @@ class SimStream final : public DeviceStream {
       if (kind == WaitKind::data && error && !error_) error_ = std::move(error);
     });
   }
-  void synchronize() override {
-    std::mutex m;
-    std::condition_variable cv;
-    bool done = false;
-    push([&] {
-      std::lock_guard lk(m);
-      done = true;
-      cv.notify_all();
-    });
-    std::unique_lock lk(m);
-    cv.wait(lk, [&] { return done; });
-  }
+  void synchronize() override { thread_.wait_idle(); }
 
  private:
-  void push(std::function<void()> task) {
-    {
-      std::lock_guard lk(mu_);
-      queue_.push_back(std::move(task));
-    }
-    cv_.notify_one();
-  }
-  void loop() {
-    for (;;) {
-      std::function<void()> task;
-      {
-        std::unique_lock lk(mu_);
-        cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
-        if (queue_.empty()) return;
-        task = std::move(queue_.front());
-        queue_.pop_front();
-      }
-      task();
-    }
-  }
+  void push(std::function<void()> task) { thread_.push(std::move(task)); }
 
   const Device device_;
   const Lane lane_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> queue_;
-  bool stop_ = false;
   // Touched only by the stream thread.
   std::exception_ptr error_;
-  std::thread thread_;
+  // The stream's thread; destroyed first, after handling what is queued.
+  SerialWorker<std::function<void()>> thread_{[](std::function<void()>& task) { task(); }};
 };
 
 class SimBackend final : public DeviceBackend {

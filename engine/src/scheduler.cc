@@ -1,10 +1,11 @@
-#include "cpu_pool.h"
+#include "scheduler.h"
 
 #include <algorithm>
 #include <chrono>
 #include <map>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include <oneapi/tbb/global_control.h>
 
@@ -13,12 +14,27 @@
 
 namespace depengine {
 namespace {
-// Parallel loops open in kernels right now (ParallelRegion); lingering drainers watch it.
+// Parallel loops open in kernels right now (ParallelRegion); idle drain tasks watch it.
 std::atomic<int> g_parallel_regions{0};
+
+// The live schedulers, whose parked drain tasks a ParallelRegion calls back. Never
+// destroyed: a core destroyed on a thread of its own (see engine_core.h) may release its
+// scheduler while the process exits.
+struct SchedulerList {
+  std::mutex mu;
+  std::vector<detail::Scheduler*> live;
+};
+SchedulerList& schedulers() {
+  static auto* list = new SchedulerList;
+  return *list;
+}
 }  // namespace
 
 ParallelRegion::ParallelRegion() noexcept {
-  g_parallel_regions.fetch_add(1, std::memory_order_relaxed);
+  g_parallel_regions.fetch_add(1, std::memory_order_seq_cst);
+  SchedulerList& list = schedulers();
+  std::lock_guard lk(list.mu);
+  for (detail::Scheduler* s : list.live) s->call_back_parked();
 }
 ParallelRegion::~ParallelRegion() { g_parallel_regions.fetch_sub(1, std::memory_order_relaxed); }
 
@@ -69,13 +85,13 @@ ParallelismRegistry& registry() {
   return *r;
 }
 
-// What an enqueued oneTBB task carries: the pool whose queues it drains. oneTBB's library
+// What an enqueued oneTBB task carries: the scheduler whose queues it drains. oneTBB's library
 // is not built with TSan, so the copy into oneTBB's task object and the run on a worker are
 // annotated (tsan_annotations.h); the acquire in the copy pairs with the release of the task
 // that last used the same recycled memory.
 class PoolTask {
  public:
-  explicit PoolTask(CpuPool* pool) noexcept : pool_(pool) {}
+  explicit PoolTask(Scheduler* pool) noexcept : pool_(pool) {}
   // NOLINTNEXTLINE(cppcoreguidelines-pro-type-member-init): assigned after the acquire
   PoolTask(const PoolTask& o) noexcept {
     tsan_acquire(this);
@@ -86,36 +102,51 @@ class PoolTask {
   void operator()() const {
     auto* self = const_cast<PoolTask*>(this);
     tsan_acquire(self);
-    CpuPool* pool = pool_;
+    Scheduler* pool = pool_;
     tsan_release(self);
-    CpuPool::drain(pool);
+    Scheduler::drain(pool);
   }
 
  private:
   // No default member initializer: the copy constructor must not write before its acquire.
-  CpuPool* pool_;
+  Scheduler* pool_;
 };
 
 }  // namespace
 
-CpuPool::CpuPool(int threads, CpuRunner& runner)
+int rank(const Op& op) noexcept {
+  return op.opts.lane == Lane::priority ? std::max(op.opts.priority, 1) : op.opts.priority;
+}
+
+Scheduler::Scheduler(int threads, CpuRunner& runner)
     : threads_(threads),
       runner_(runner),
       parallelism_(registry().require(threads)),
       arena_(threads + 1, 1) {
   arena_.initialize();
+  SchedulerList& list = schedulers();
+  std::lock_guard lk(list.mu);
+  list.live.push_back(this);
 }
 
-CpuPool::~CpuPool() {
+Scheduler::~Scheduler() {
+  {
+    SchedulerList& list = schedulers();
+    std::lock_guard lk(list.mu);
+    std::erase(list.live, this);
+  }
+  stopping_.store(true, std::memory_order_seq_cst);
+  notifier_.notify_all();
+  // Drain tasks leave promptly once they see stopping_; their last touch of the scheduler
+  // is the decrement of alive_.
   while (alive_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
 }
 
-void CpuPool::submit(Op* op) {
-  const int prio = op->opts.lane == Lane::priority ? std::max(op->opts.priority, 1)
-                                                   : op->opts.priority;
-  if (prio == 0) {
+void Scheduler::submit(Op* op) {
+  const int r = rank(*op);
+  if (r == 0) {
     normal_.push(op);
-  } else if (prio > 0) {
+  } else if (r > 0) {
     high_.push(op);
     high_size_.fetch_add(1, std::memory_order_release);
   } else {
@@ -126,9 +157,15 @@ void CpuPool::submit(Op* op) {
   spawn_drainer_if_needed();
 }
 
-void CpuPool::spawn_drainer_if_needed() {
-  // A lingering drainer will take the op (see linger()).
+bool Scheduler::keep_continuation(const Op& next) const noexcept {
+  if (high_size_.load(std::memory_order_acquire) > 0) return false;
+  return rank(next) >= 0 || queued_.load(std::memory_order_acquire) == 0;
+}
+
+void Scheduler::spawn_drainer_if_needed() {
+  // A lingering drain task will take the op (see wait_for_work()), a parked one once woken.
   if (lingering_.load(std::memory_order_seq_cst) > 0) return;
+  if (notifier_.notify_one()) return;
   int n = drainers_.load(std::memory_order_seq_cst);
   while (n < threads_) {
     if (drainers_.compare_exchange_weak(n, n + 1, std::memory_order_seq_cst)) {
@@ -139,7 +176,7 @@ void CpuPool::spawn_drainer_if_needed() {
   }
 }
 
-Op* CpuPool::pop() {
+Op* Scheduler::pop() {
   Op* op = nullptr;
   if (high_size_.load(std::memory_order_acquire) > 0 && high_.try_pop(op)) {
     high_size_.fetch_sub(1, std::memory_order_relaxed);
@@ -153,25 +190,56 @@ Op* CpuPool::pop() {
   return op;
 }
 
-bool CpuPool::linger() {
-  // A drainer that runs out of ops waits a little for the next one before it leaves: a
-  // frontend that pushes small ops one by one then finds workers awake instead of paying a
-  // oneTBB enqueue and a wake-up per op (a wake-up costs tens of microseconds on some
-  // virtual machines). It yields while it waits, so it does not starve the frontend of a
-  // core on a small machine, and it stops as soon as a kernel opens a parallel loop
-  // (ParallelRegion): back in oneTBB's scheduler it can take that loop's chunks.
+void Scheduler::run_from(Op* op, int worker) {
+  while (op) {
+    Op* next = runner_.run_cpu(op, worker);
+    if (next && !keep_continuation(*next)) {
+      submit(next);
+      next = nullptr;
+    }
+    op = next;
+  }
+}
+
+bool Scheduler::must_leave() const noexcept {
+  return stopping_.load(std::memory_order_seq_cst) ||
+         g_parallel_regions.load(std::memory_order_seq_cst) != 0;
+}
+
+bool Scheduler::wait_for_work() {
+  // A drain task that runs out of ops first spins a little for the next one: a frontend that
+  // pushes small ops one by one then finds workers awake (waking a thread costs tens of
+  // microseconds on some virtual machines). It yields while it spins, so it does not starve
+  // the frontend of a core on a small machine.
   lingering_.fetch_add(1, std::memory_order_seq_cst);
   using Clock = std::chrono::steady_clock;
-  const auto until = Clock::now() + kLinger;
-  bool found = false;
-  while (!found && g_parallel_regions.load(std::memory_order_relaxed) == 0 &&
-         Clock::now() < until) {
+  const auto spin_until = Clock::now() + kLinger;
+  while (queued_.load(std::memory_order_seq_cst) == 0 && !must_leave() &&
+         Clock::now() < spin_until) {
     std::this_thread::yield();
-    found = queued_.load(std::memory_order_seq_cst) != 0;
   }
   lingering_.fetch_sub(1, std::memory_order_seq_cst);
-  // Seen after leaving too: a submit that saw a lingering drainer did not spawn one.
-  return found || queued_.load(std::memory_order_seq_cst) != 0;
+  // Checked after leaving the count too: a submit that saw this task lingering woke no one.
+  if (queued_.load(std::memory_order_seq_cst) != 0) return true;
+  // Then it parks, and submit wakes it (Notifier); it leaves oneTBB's thread to other work
+  // after kPark without an op, and at once when a kernel opens a parallel loop.
+  const auto park_until = Clock::now() + kPark;
+  for (;;) {
+    if (must_leave()) return false;
+    const Notifier::Key key = notifier_.prepare_wait();
+    if (queued_.load(std::memory_order_seq_cst) != 0) {
+      notifier_.cancel_wait();
+      return true;
+    }
+    if (must_leave()) {
+      notifier_.cancel_wait();
+      return false;
+    }
+    if (!notifier_.commit_wait_until(key, park_until)) {
+      return queued_.load(std::memory_order_seq_cst) != 0;
+    }
+    if (queued_.load(std::memory_order_seq_cst) != 0) return true;
+  }
 }
 
 namespace {
@@ -181,11 +249,11 @@ bool& helping_here() noexcept {
 }
 }  // namespace
 
-bool CpuPool::helped_elsewhere() const noexcept {
+bool Scheduler::helped_elsewhere() const noexcept {
   return helped_.load(std::memory_order_acquire) && !helping_here();
 }
 
-void CpuPool::help(const std::function<bool()>& done) {
+void Scheduler::help(const std::function<bool()>& done) {
   if (helped_.exchange(true, std::memory_order_acq_rel)) return;
   helping_here() = true;
   struct Release {
@@ -200,38 +268,36 @@ void CpuPool::help(const std::function<bool()>& done) {
     auto idle_until = Clock::now() + kLinger;
     while (!done()) {
       if (Op* op = pop()) {
-        while (op) op = runner_.run_cpu(op, threads_);
+        run_from(op, threads_);
         idle_until = Clock::now() + kLinger;
       } else if (Clock::now() < idle_until) {
         std::this_thread::yield();
       } else {
-        break;  // nothing to run lately: the caller sleeps until the engine drains
+        break;  // nothing to run lately: the caller sleeps until its condition holds
       }
     }
   });
 }
 
-void CpuPool::drain(CpuPool* pool) {
+void Scheduler::drain(Scheduler* s) {
   // Slot 0 is kept for a helping thread, so workers hold slots 1..threads: index slot - 1.
   const int slot = oneapi::tbb::this_task_arena::current_thread_index();
-  const int worker = (slot + pool->threads_ - 1) % pool->threads_;
+  const int worker = (slot + s->threads_ - 1) % s->threads_;
   for (;;) {
-    while (Op* op = pool->pop()) {
-      while (op) op = pool->runner_.run_cpu(op, worker);
-    }
-    if (pool->linger()) continue;
-    // Leave, then look again: a submit that saw every drainer busy before the decrement
+    while (Op* op = s->pop()) s->run_from(op, worker);
+    if (s->wait_for_work()) continue;
+    // Leave, then look again: a submit that saw every drain task busy before the decrement
     // relies on this re-check (both sides use seq_cst on queued_ and drainers_).
-    pool->drainers_.fetch_sub(1, std::memory_order_seq_cst);
-    if (pool->queued_.load(std::memory_order_seq_cst) == 0) break;
-    int n = pool->drainers_.load(std::memory_order_seq_cst);
+    s->drainers_.fetch_sub(1, std::memory_order_seq_cst);
+    if (s->queued_.load(std::memory_order_seq_cst) == 0) break;
+    int n = s->drainers_.load(std::memory_order_seq_cst);
     bool rejoined = false;
-    while (n < pool->threads_ && !rejoined) {
-      rejoined = pool->drainers_.compare_exchange_weak(n, n + 1, std::memory_order_seq_cst);
+    while (n < s->threads_ && !rejoined) {
+      rejoined = s->drainers_.compare_exchange_weak(n, n + 1, std::memory_order_seq_cst);
     }
     if (!rejoined) break;
   }
-  pool->alive_.fetch_sub(1, std::memory_order_release);
+  s->alive_.fetch_sub(1, std::memory_order_release);
 }
 
 }  // namespace depengine::detail

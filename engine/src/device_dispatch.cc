@@ -1,0 +1,77 @@
+#include "device_dispatch.h"
+
+namespace depengine::detail {
+
+GpuLane::GpuLane(std::function<void(Op*, GpuLane&)> run, std::unique_ptr<DeviceStream> stream,
+                 int index, int key)
+    : stream_(std::move(stream)), index_(index), key_(key) {
+  thread_.emplace([this, run = std::move(run)](Op*& op) { run(op, *this); },
+                  [this] {
+                    try {
+                      stream_->bind_thread();
+                    } catch (...) {
+                      bind_error_ = std::current_exception();
+                    }
+                  });
+}
+
+GpuLane::~GpuLane() {
+  thread_.reset();
+  stream_->synchronize();
+}
+
+DeviceDispatch::DeviceDispatch(int sim_gpus, RunOnLane run, Redispatch redispatch)
+    : run_(std::move(run)),
+      redispatch_(std::move(redispatch)),
+      backend_(sim_gpus > 0 ? make_sim_backend(sim_gpus) : make_cuda_backend()) {
+  for (int d = 0; d < backend_->device_count(); ++d) {
+    event_pools_.push_back(std::make_unique<EventPool>(*backend_, d));
+  }
+}
+
+GpuLane& DeviceDispatch::lane_for(Device d, Lane lane) {
+  std::lock_guard lk(lanes_mu_);
+  const std::size_t index =
+      static_cast<std::size_t>(d.id) * kLaneCount + static_cast<std::size_t>(lane);
+  if (d.id < 0 || d.id >= backend_->device_count()) {
+    backend_->make_stream(d.id, lane);  // throws the backend's own error naming the device
+  }
+  if (lanes_.size() <= index) lanes_.resize(index + 1);
+  if (!lanes_[index]) {
+    lanes_[index] = std::make_unique<GpuLane>(run_, backend_->make_stream(d.id, lane),
+                                              static_cast<int>(lane), static_cast<int>(index));
+  }
+  return *lanes_[index];
+}
+
+bool DeviceDispatch::await_inputs(Op* op, Failure& failure) {
+  // An engine without GPUs never has device state: CPU ops skip the scan of their vars.
+  if (!any() || !has_gpu_state(*op)) return false;
+  std::vector<GpuSyncPtr> pending;
+  for (;;) {
+    pending.clear();
+    incomplete_inputs(*op, pending);
+    if (pending.empty()) break;
+    op->wait.store(static_cast<int>(pending.size()) + 1, std::memory_order_relaxed);
+    for (const GpuSyncPtr& s : pending) {
+      s->on_done([this, op] {
+        if (op->wait.fetch_sub(1, std::memory_order_acq_rel) == 1) redispatch_(op);
+      });
+    }
+    if (op->wait.fetch_sub(1, std::memory_order_acq_rel) != 1) return true;
+  }
+  failure = read_failure(*op);
+  reset_written(*op);
+  return false;
+}
+
+void DeviceDispatch::stop() {
+  {
+    std::lock_guard lk(lanes_mu_);
+    lanes_.clear();
+  }
+  event_pools_.clear();
+  backend_.reset();
+}
+
+}  // namespace depengine::detail

@@ -1,0 +1,123 @@
+// The CPU scheduler: where ready ops wait, which op a thread runs next, and when threads
+// sleep and wake. Every rule of that kind lives here:
+//
+// - Ready queues by priority: a concurrent priority queue for rank > 0, a FIFO for rank 0,
+//   a priority queue for rank < 0 (rank = the op's priority, at least 1 on the priority
+//   lane); a thread always takes from the first non-empty one.
+// - Continuations: a worker that finishes an op may keep one op it made ready and run it
+//   next without a queue, but only when nothing more urgent is queued (keep_continuation).
+// - Drain tasks: oneTBB tasks in the scheduler's task_arena, up to `threads` at a time, each
+//   running ops until the queues are empty; a busy engine pays a queue push and pop per op
+//   rather than a oneTBB enqueue and wake-up. Kernels that use tbb::parallel_for inside an
+//   op share the arena, so intra-op parallelism does not oversubscribe the cores.
+// - Lingering and parking: a drain task that runs out of ops spins (yielding) for kLinger,
+//   then parks on the scheduler's Notifier for up to kPark; submit wakes one parked task.
+//   A drain task leaves (returns to oneTBB) when it has parked kPark without an op, when the
+//   scheduler stops, or at once when a kernel opens a parallel loop (ParallelRegion), so
+//   that it can take that loop's chunks.
+// - The thread lent by a wait: help() runs queued ops on a thread outside the pool (one
+//   in wait_all or wait_to_read) in the arena's slot kept for it.
+//
+// Every sleep here and in the engine uses the Notifier protocol (notifier.h).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+
+#include <oneapi/tbb/concurrent_priority_queue.h>
+#include <oneapi/tbb/concurrent_queue.h>
+#include <oneapi/tbb/task_arena.h>
+
+#include "notifier.h"
+#include "op.h"
+
+namespace depengine::detail {
+
+class CpuRunner {
+ public:
+  // Runs a ready op on the current thread (`worker`: 0..threads-1, or threads for a thread
+  // lent by a wait); returns an op it made ready that the thread may run next, or null. The
+  // scheduler decides whether it does (Scheduler::keep_continuation).
+  virtual Op* run_cpu(Op* op, int worker) = 0;
+
+ protected:
+  ~CpuRunner() = default;
+};
+
+// The queue an op waits in: its priority, raised to at least 1 on the priority lane.
+int rank(const Op& op) noexcept;
+
+class Scheduler {
+ public:
+  Scheduler(int threads, CpuRunner& runner);
+  // Stops: wakes parked drain tasks and waits until every one has returned.
+  ~Scheduler();
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Queues a ready op and wakes or starts a drain task for it. Thread-safe.
+  void submit(Op* op);
+  int threads() const noexcept { return threads_; }
+
+  // True when `next`, an op the caller just made ready, may run on the caller's thread
+  // right away: no op of a higher rank is queued (for rank < 0: no op at all). Else the
+  // caller submits it. Thread-safe; a concurrent submit may make the answer stale.
+  bool keep_continuation(const Op& next) const noexcept;
+
+  // Lends the calling thread (one outside the pool, about to wait) to the pool: it runs
+  // queued ops, as worker index threads(), in the arena's slot kept for it, until `done()`
+  // holds or no op has been queued for kLinger. As OpenMP's master thread at a taskwait and
+  // oneTBB's at wait_for_all, the waiting thread works instead of only sleeping. One thread
+  // at a time; others return at once.
+  void help(const std::function<bool()>& done);
+  // True while a thread other than the caller is inside help().
+  bool helped_elsewhere() const noexcept;
+
+  // Wakes parked drain tasks so that they see a parallel loop open (ParallelRegion).
+  void call_back_parked() { notifier_.notify_all(); }
+
+  // The body of a drain task.
+  static void drain(Scheduler* s);
+
+  static constexpr std::chrono::microseconds kLinger{50};
+  static constexpr std::chrono::milliseconds kPark{2};
+
+ private:
+  struct ByRank {
+    bool operator()(const Op* a, const Op* b) const noexcept {
+      const int ra = rank(*a), rb = rank(*b);
+      if (ra != rb) return ra < rb;
+      return a->seq > b->seq;
+    }
+  };
+  using PriorityQueue = oneapi::tbb::concurrent_priority_queue<Op*, ByRank>;
+
+  Op* pop();
+  // Runs `op` and the continuations this thread keeps.
+  void run_from(Op* op, int worker);
+  void spawn_drainer_if_needed();
+  // Spins for kLinger, then parks for kPark; true when an op came, false when the drain task
+  // should leave.
+  bool wait_for_work();
+  bool must_leave() const noexcept;
+
+  const int threads_;
+  CpuRunner& runner_;
+  std::shared_ptr<void> parallelism_;  // keeps oneTBB's worker limit >= threads_
+  std::shared_ptr<void> registration_;  // in the list ParallelRegion calls back
+  PriorityQueue high_, low_;
+  oneapi::tbb::concurrent_queue<Op*> normal_;
+  std::atomic<long> high_size_{0}, low_size_{0};
+  std::atomic<long> queued_{0};      // ops in the queues
+  std::atomic<int> drainers_{0};     // drain tasks enqueued or running
+  std::atomic<long> alive_{0};       // drain tasks not yet returned (for the destructor)
+  std::atomic<int> lingering_{0};    // drain tasks spinning in wait_for_work()
+  std::atomic<bool> helped_{false};  // a thread is in help()
+  std::atomic<bool> stopping_{false};
+  Notifier notifier_;  // parked drain tasks
+  oneapi::tbb::task_arena arena_;
+};
+
+}  // namespace depengine::detail

@@ -1,0 +1,157 @@
+// The scheduler's rules (engine/src/scheduler.h): priorities hold across continuations,
+// and a thread waiting in wait_to_read runs queued ops as one in wait_all does. Each test
+// waits for the points it needs by retrying until it observes them, never by sleeping.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "test_util.h"
+
+namespace depengine::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Spins (yielding) until `reached` holds, for 10 s at most; false if it never did.
+template <class Pred>
+bool wait_for(Pred&& reached) {
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (!reached()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
+
+// A finishing worker keeps the next op of its chain only when nothing more urgent is ready:
+// a priority-10 op pushed while op 5 of a 200-op chain runs on the only worker runs right
+// after op 5, not after the whole chain.
+TEST(SchedulerPriority, UrgentOpOvertakesARunningChain) {
+  auto e = Engine::create("threaded", {.cpu_threads = 1});
+  Var chain = e->new_var(), other = e->new_var();
+  constexpr int kChain = 200;
+  std::mutex mu;
+  std::vector<int> order;  // chain ops by index, the urgent op as -1
+  std::atomic<bool> at_op5{false}, urgent_pushed{false};
+  std::atomic<int> done{0};
+  auto record = [&](int tag) {
+    std::lock_guard lk(mu);
+    order.push_back(tag);
+  };
+  for (int i = 0; i < kChain; ++i) {
+    e->push([&, i] {
+      // Op 5 holds the worker until the urgent op is queued behind it.
+      if (i == 5) {
+        at_op5 = true;
+        if (!wait_for([&] { return urgent_pushed.load(); })) record(-2);
+      }
+      record(i);
+      done.fetch_add(1);
+    }, {}, {chain});
+  }
+  // Pushed once op 5 has started: the worker is inside the chain.
+  ASSERT_TRUE(wait_for([&] { return at_op5.load(); }));
+  e->push([&] {
+    record(-1);
+    done.fetch_add(1);
+  }, {}, {other}, {.priority = 10});
+  urgent_pushed = true;
+  // Not wait_all: its thread would run queued ops too and blur the order on one worker.
+  ASSERT_TRUE(wait_for([&] { return done.load() == kChain + 1; }));
+  e->wait_all();
+  std::lock_guard lk(mu);
+  ASSERT_EQ(order.size(), static_cast<std::size_t>(kChain + 1));
+  const auto urgent = std::find(order.begin(), order.end(), -1) - order.begin();
+  EXPECT_EQ(urgent, 6) << "the priority-10 op ran after " << urgent << " chain ops";
+}
+
+// The same for an op of the priority lane (priority 0 but urgent by placement).
+TEST(SchedulerPriority, PriorityLaneOpOvertakesARunningChain) {
+  auto e = Engine::create("threaded", {.cpu_threads = 1});
+  Var chain = e->new_var(), other = e->new_var();
+  constexpr int kChain = 50;
+  std::atomic<int> ran{0};
+  std::atomic<bool> started{false}, urgent_pushed{false};
+  std::atomic<int> urgent_after{-1};
+  for (int i = 0; i < kChain; ++i) {
+    e->push([&, i] {
+      if (i == 0) {
+        started = true;
+        wait_for([&] { return urgent_pushed.load(); });
+      }
+      ran.fetch_add(1);
+    }, {}, {chain});
+  }
+  ASSERT_TRUE(wait_for([&] { return started.load(); }));
+  e->push([&] { urgent_after = ran.load(); }, {}, {other}, {.lane = Lane::priority});
+  urgent_pushed = true;
+  ASSERT_TRUE(wait_for([&] { return urgent_after.load() >= 0 && ran.load() == kChain; }));
+  e->wait_all();
+  EXPECT_EQ(urgent_after.load(), 1);
+}
+
+// wait_to_read lends its thread as wait_all does: with the only worker held by an op that
+// lets go once another op has run, only the thread waiting in wait_to_read can run it.
+TEST(SchedulerWaitToRead, TheWaitingThreadRunsQueuedOps) {
+  auto e = Engine::create("threaded", {.cpu_threads = 1});
+  Var a = e->new_var(), b = e->new_var();
+  std::atomic<bool> started{false}, released{false};
+  std::atomic<bool> held_until_released{true};
+  e->push([&] {
+    started = true;
+    if (!wait_for([&] { return released.load(); })) held_until_released = false;
+  }, {}, {a});
+  ASSERT_TRUE(wait_for([&] { return started.load(); }));
+  std::thread::id ran_on;
+  int worker = -1;
+  e->push([&](const RunContext& ctx) {
+    ran_on = std::this_thread::get_id();
+    worker = ctx.worker;
+    released = true;
+  }, {}, {b});
+  e->wait_to_read(b);
+  EXPECT_EQ(ran_on, std::this_thread::get_id());
+  EXPECT_EQ(worker, 1);  // the helper's index: cpu_threads()
+  e->wait_all();
+  EXPECT_TRUE(held_until_released.load()) << "the queued op ran only after the 10 s deadline";
+}
+
+// wait_to_read still rethrows the failure of the write it waited for when its own thread
+// ran that write.
+TEST(SchedulerWaitToRead, RethrowsAFailureItRanItself) {
+  auto e = Engine::create("threaded", {.cpu_threads = 1});
+  Var a = e->new_var(), b = e->new_var();
+  std::atomic<bool> started{false}, released{false};
+  e->push([&] {
+    started = true;
+    wait_for([&] { return released.load(); });
+  }, {}, {a});
+  ASSERT_TRUE(wait_for([&] { return started.load(); }));
+  e->push([&] {
+    released = true;
+    throw std::runtime_error("boom");
+  }, {}, {b});
+  EXPECT_THROW(e->wait_to_read(b), std::runtime_error);
+  EXPECT_THROW(e->wait_all(), std::runtime_error);
+}
+
+// Parked workers come back for ops pushed one at a time after the engine went idle.
+TEST(SchedulerWakeUp, IdleWorkersRunLaterPushes) {
+  for (int threads : {1, 2, 4}) {
+    auto e = Engine::create("threaded", {.cpu_threads = threads});
+    Var v = e->new_var();
+    long x = 0;
+    for (int round = 0; round < 200; ++round) {
+      e->push([&x] { ++x; }, {}, {v});
+      e->wait_to_read(v);
+      EXPECT_EQ(x, round + 1);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace depengine::test
