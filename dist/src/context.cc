@@ -26,7 +26,8 @@ const char* kind_name(std::uint64_t k) {
   return k == k_wait_all ? "wait_all"
          : k == k_get   ? "get"
          : k == k_close ? "the context's destructor"
-                        : "write_trace";
+         : k == 4       ? "write_trace"
+                        : "gather_stats";
 }
 
 }  // namespace
@@ -390,6 +391,24 @@ void Context::set_observer(std::shared_ptr<Observer> observer) {
 CommStats Context::stats() const {
   return {s_->messages_sent.load(), s_->bytes_sent.load(), s_->messages_received.load(),
           s_->collectives.load()};
+}
+
+std::vector<CommStats> Context::gather_stats() {
+  ContextState& s = *s_;
+  if (s.broken) throw Error("dist::gather_stats: the context is unusable (ranks diverged)");
+  detail::check_collective(s, 5, 0);
+  CommStats mine = stats();
+  std::vector<CommStats> all(static_cast<std::size_t>(s.size));
+  s.comm_thread->call_blocking(
+      {[&](MPI_Request* req) {
+         return MPI_Iallgather(&mine, sizeof(CommStats), MPI_BYTE, all.data(), sizeof(CommStats),
+                               MPI_BYTE, s.comm, req);
+       },
+       [](int err, const MPI_Status&) {
+         if (err != MPI_SUCCESS) throw Error("dist: MPI_Iallgather failed");
+       },
+       {}});
+  return all;
 }
 
 }  // namespace depengine::dist

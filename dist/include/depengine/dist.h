@@ -178,7 +178,10 @@ class Context {
   // be written.
   void write_trace(const std::string& path, const Profiler& profiler);
 
+  // This rank's counts so far. Thread-safe.
   CommStats stats() const;
+  // Collective: every rank's counts, indexed by rank, on every rank.
+  std::vector<CommStats> gather_stats();
 
  private:
   std::unique_ptr<detail::ContextState> s_;
