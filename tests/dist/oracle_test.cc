@@ -57,23 +57,23 @@ Program make_program(std::uint32_t seed, int ranks) {
 
 // The op body, shared by the distributed run and the oracle: every written word is set from
 // all read words (and its own old value when the var is also read).
-void kernel(const OpSpec& op, const std::vector<const std::int64_t*>& r,
-            const std::vector<std::size_t>& rn, const std::vector<std::int64_t*>& w,
+void kernel(const OpSpec& op, const std::vector<const std::uint64_t*>& r,
+            const std::vector<std::size_t>& rn, const std::vector<std::uint64_t*>& w,
             const std::vector<std::size_t>& wn) {
   if (op.fails) throw std::runtime_error("boom in " + op.name);
-  std::int64_t acc = static_cast<std::int64_t>(op.name.size()) * 1000003;
+  std::uint64_t acc = static_cast<std::uint64_t>(op.name.size()) * 1000003u;
   for (std::size_t i = 0; i < r.size(); ++i)
-    for (std::size_t k = 0; k < rn[i]; ++k) acc = acc * 31 + r[i][k] + static_cast<std::int64_t>(k);
+    for (std::size_t k = 0; k < rn[i]; ++k) acc = acc * 31 + r[i][k] + static_cast<std::uint64_t>(k);
   for (std::size_t j = 0; j < w.size(); ++j) {
     bool rw = false;
     for (int rv : op.reads) rw |= rv == op.writes[j];
     for (std::size_t k = 0; k < wn[j]; ++k)
-      w[j][k] = (rw ? w[j][k] * 3 : 0) + acc + static_cast<std::int64_t>(17 * j + k);
+      w[j][k] = (rw ? w[j][k] * 3 : 0) + acc + static_cast<std::uint64_t>(17 * j + k);
   }
 }
 
 struct OracleVar {
-  std::vector<std::int64_t> value;
+  std::vector<std::uint64_t> value;
   std::optional<std::string> poison;
 };
 
@@ -89,8 +89,8 @@ void run_and_compare(std::uint32_t seed, dd::ContextOptions options = {}) {
   std::vector<dd::Var> vars;
   std::vector<OracleVar> oracle;
   for (std::size_t v = 0; v < p.words.size(); ++v) {
-    vars.push_back(ctx.new_var(p.words[v] * sizeof(std::int64_t), p.owners[v]));
-    oracle.push_back({std::vector<std::int64_t>(p.words[v], 0), std::nullopt});
+    vars.push_back(ctx.new_var(p.words[v] * sizeof(std::uint64_t), p.owners[v]));
+    oracle.push_back({std::vector<std::uint64_t>(p.words[v], 0), std::nullopt});
   }
   std::optional<std::string> first_failure;
   for (std::size_t i = 0; i < p.ops.size(); ++i) {
@@ -100,16 +100,16 @@ void run_and_compare(std::uint32_t seed, dd::ContextOptions options = {}) {
     for (int v : op.writes) w.push_back(vars[static_cast<std::size_t>(v)]);
     ctx.push(
         [&op](dd::Args a) {
-          std::vector<const std::int64_t*> rp;
-          std::vector<std::int64_t*> wp;
+          std::vector<const std::uint64_t*> rp;
+          std::vector<std::uint64_t*> wp;
           std::vector<std::size_t> rn, wn;
           for (std::size_t k = 0; k < a.reads(); ++k) {
-            rp.push_back(a.read<std::int64_t>(k));
-            rn.push_back(a.read_size(k) / sizeof(std::int64_t));
+            rp.push_back(a.read<std::uint64_t>(k));
+            rn.push_back(a.read_size(k) / sizeof(std::uint64_t));
           }
           for (std::size_t k = 0; k < a.writes(); ++k) {
-            wp.push_back(a.write<std::int64_t>(k));
-            wn.push_back(a.write_size(k) / sizeof(std::int64_t));
+            wp.push_back(a.write<std::uint64_t>(k));
+            wn.push_back(a.write_size(k) / sizeof(std::uint64_t));
           }
           kernel(op, rp, rn, wp, wn);
         },
@@ -123,8 +123,8 @@ void run_and_compare(std::uint32_t seed, dd::ContextOptions options = {}) {
         break;
       }
     if (!poison) {
-      std::vector<const std::int64_t*> rp;
-      std::vector<std::int64_t*> wp;
+      std::vector<const std::uint64_t*> rp;
+      std::vector<std::uint64_t*> wp;
       std::vector<std::size_t> rn, wn;
       for (int v : op.reads) {
         rp.push_back(oracle[static_cast<std::size_t>(v)].value.data());
@@ -169,8 +169,8 @@ void run_and_compare(std::uint32_t seed, dd::ContextOptions options = {}) {
       }
     } else {
       std::vector<std::byte> got = ctx.get(vars[v]);
-      ASSERT_EQ(got.size(), oracle[v].value.size() * sizeof(std::int64_t));
-      std::vector<std::int64_t> words(oracle[v].value.size());
+      ASSERT_EQ(got.size(), oracle[v].value.size() * sizeof(std::uint64_t));
+      std::vector<std::uint64_t> words(oracle[v].value.size());
       std::memcpy(words.data(), got.data(), got.size());
       EXPECT_EQ(words, oracle[v].value);
     }
