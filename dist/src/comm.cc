@@ -51,6 +51,30 @@ void Comm::cancel_all() {
   cv_.wait(lk, [&] { return !cancel_; });
 }
 
+std::mutex& mpi_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+void Comm::cancel_outstanding(std::vector<Active>& active, std::vector<Work>& delayed,
+                              std::vector<Work>& queued) {
+  std::unique_lock mpi(mpi_mutex());
+  for (Active& a : active) {
+    MPI_Cancel(&a.req);
+    MPI_Status st{};
+    int flag = 0;
+    // A receive cancels at once; a send already matched completes soon after.
+    for (int i = 0; i < 1000 && !flag; ++i) MPI_Test(&a.req, &flag, &st);
+    if (!flag) MPI_Request_free(&a.req);
+  }
+  mpi.unlock();
+  for (Active& a : active) a.done(MPI_ERR_OTHER, MPI_Status{});
+  for (Work& w : delayed) w.done(MPI_ERR_OTHER, MPI_Status{});
+  for (Work& w : queued) w.done(MPI_ERR_OTHER, MPI_Status{});
+  active.clear();
+  delayed.clear();
+}
+
 void Comm::loop() {
   std::vector<Active> active;
   std::vector<Work> delayed;
@@ -70,21 +94,12 @@ void Comm::loop() {
         backoff = std::min(backoff * 2, max_backoff);
       }
       if (cancel_) {
-        for (Active& a : active) {
-          MPI_Cancel(&a.req);
-          MPI_Status st{};
-          int flag = 0;
-          // A receive cancels at once; a send already matched completes soon after.
-          for (int i = 0; i < 1000 && !flag; ++i) MPI_Test(&a.req, &flag, &st);
-          if (!flag) MPI_Request_free(&a.req);
-          st.MPI_ERROR = MPI_ERR_OTHER;
-          a.done(MPI_ERR_OTHER, st);
-        }
-        active.clear();
-        for (Work& w : delayed) w.done(MPI_ERR_OTHER, MPI_Status{});
-        delayed.clear();
-        for (Work& w : queue_) w.done(MPI_ERR_OTHER, MPI_Status{});
+        std::vector<Work> queued(std::make_move_iterator(queue_.begin()),
+                                 std::make_move_iterator(queue_.end()));
         queue_.clear();
+        lk.unlock();
+        cancel_outstanding(active, delayed, queued);
+        lk.lock();
         cancel_ = false;
         cv_.notify_all();
         continue;
@@ -94,6 +109,7 @@ void Comm::loop() {
       queue_.clear();
     }
     auto now = Clock::now();
+    std::unique_lock mpi(mpi_mutex());
     for (Work& w : fresh) delayed.push_back(std::move(w));
     for (std::size_t i = 0; i < delayed.size();) {
       if (delayed[i].not_before > now) {

@@ -18,6 +18,11 @@
 
 namespace depengine::dist::detail {
 
+// Held around every MPI call of the process made by depengine (comm threads, and the program's
+// thread in Context's constructor and destructor), so that two contexts in one process still
+// make their calls one at a time, as MPI_THREAD_SERIALIZED requires.
+std::mutex& mpi_mutex();
+
 class Comm {
  public:
   using Clock = std::chrono::steady_clock;
@@ -50,6 +55,8 @@ class Comm {
     std::function<void(int, const MPI_Status&)> done;
   };
   void loop();
+  void cancel_outstanding(std::vector<Active>& active, std::vector<Work>& delayed,
+                          std::vector<Work>& queued);
 
   MPI_Comm comm_;
   std::mutex mu_;

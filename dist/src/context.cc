@@ -149,6 +149,11 @@ Context::Context(int* argc, char*** argv, ContextOptions options)
     : s_(std::make_unique<ContextState>()) {
   ContextState& s = *s_;
   s.uid = detail::next_uid.fetch_add(1);
+  // Bad settings are reported before MPI starts.
+  s.latency_us = options.latency_us >= 0
+                     ? options.latency_us
+                     : env_long("DEPENGINE_DIST_LATENCY_US", 0, 10'000'000, 0);
+  std::unique_lock mpi(detail::mpi_mutex());  // another context's comm thread may be running
   int initialized = 0;
   MPI_Initialized(&initialized);
   int provided = 0;
@@ -172,14 +177,13 @@ Context::Context(int* argc, char*** argv, ContextOptions options)
   int flag = 0;
   MPI_Comm_get_attr(s.comm, MPI_TAG_UB, &ub, &flag);
   if (flag && ub) s.tag_ub = *ub;
-  s.latency_us = options.latency_us >= 0
-                     ? options.latency_us
-                     : env_long("DEPENGINE_DIST_LATENCY_US", 0, 10'000'000, 0);
+  mpi.unlock();
   s.sent_to.assign(static_cast<std::size_t>(s.size), 0);
   s.received_from.assign(static_cast<std::size_t>(s.size), 0);
   try {
     s.engine = Engine::create(options.engine, {.cpu_threads = options.cpu_threads});
   } catch (...) {
+    std::lock_guard again(detail::mpi_mutex());
     MPI_Comm_free(&s.comm);
     if (s.own_mpi) MPI_Finalize();
     throw;
@@ -201,6 +205,7 @@ Context::~Context() {
   }
   s.engine.reset();
   s.comm_thread.reset();
+  std::lock_guard mpi(detail::mpi_mutex());
   MPI_Comm_free(&s.comm);
   if (s.own_mpi) MPI_Finalize();
 }
