@@ -101,7 +101,16 @@ void Comm::loop() {
         cancel_outstanding(active, delayed, queued);
         lk.lock();
         cancel_ = false;
+        closed_ = true;
         cv_.notify_all();
+        continue;
+      }
+      if (closed_ && !queue_.empty()) {
+        std::vector<Work> late(std::make_move_iterator(queue_.begin()),
+                               std::make_move_iterator(queue_.end()));
+        queue_.clear();
+        lk.unlock();
+        for (Work& w : late) w.done(MPI_ERR_OTHER, MPI_Status{});
         continue;
       }
       if (stop_ && queue_.empty() && active.empty() && delayed.empty()) return;

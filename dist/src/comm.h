@@ -44,7 +44,8 @@ class Comm {
   // Runs `fn` on the comm thread and returns its result (for blocking collectives from the
   // program's thread: fn posts, then this waits for `done`).
   void call_blocking(Work w);
-  // Cancels every outstanding request (for diverged ranks); their done() gets MPI_ERR_OTHER.
+  // Cancels every outstanding request (for diverged ranks); their done() gets MPI_ERR_OTHER,
+  // and so does every work submitted later (an engine op that starts after the cancel).
   void cancel_all();
 
   MPI_Comm comm() const noexcept { return comm_; }
@@ -64,6 +65,7 @@ class Comm {
   std::deque<Work> queue_;
   bool stop_ = false;
   bool cancel_ = false;
+  bool closed_ = false;  // after cancel_all: new work fails at once
   std::thread thread_;
 };
 

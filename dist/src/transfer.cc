@@ -72,6 +72,10 @@ void ContextState::push_send(std::uint64_t id, int to, std::uint64_t op_seq) {
           finish(err);
         };
         const auto when = send_time();
+        // Counted before the send can complete (and a wait_all return): stats() after
+        // wait_all includes every message of the ops it waited for.
+        messages_sent.fetch_add(1, std::memory_order_relaxed);
+        bytes_sent.fetch_add(bytes + sizeof(Header), std::memory_order_relaxed);
         comm_thread->submit({[this, h, slot, bytes, to, tag](MPI_Request* req) {
                                MPI_Datatype type;
                                int err = value_type(h.get(), slot->buf.data(), bytes, &type);
@@ -82,8 +86,6 @@ void ContextState::push_send(std::uint64_t id, int to, std::uint64_t op_seq) {
                              },
                              [h, on_done](int err, const MPI_Status& st) { on_done(err, st); },
                              when});
-        messages_sent.fetch_add(1, std::memory_order_relaxed);
-        bytes_sent.fetch_add(bytes + sizeof(Header), std::memory_order_relaxed);
         if (poison) {
           comm_thread->submit({[this, poison, to, tag](MPI_Request* req) {
                                  return MPI_Isend(poison->data(), static_cast<int>(poison->size()),

@@ -4,7 +4,10 @@
 
 #include <cstring>
 #include <stdexcept>
+#include <atomic>
+#include <memory>
 #include <string>
+#include <thread>
 
 #include "depengine/dist.h"
 
@@ -111,6 +114,34 @@ TEST(DistMisuse, DivergingRanksAreAnErrorNotAHang) {
     EXPECT_NE(std::string(e.what()).find("different op sequences"), std::string::npos) << e.what();
   }
   EXPECT_THROW(ctx.push(noop, {}, {on0}), depengine::Error);
+}
+
+TEST(DistMisuse, ATransferThatStartsAfterDivergenceFailsInsteadOfHanging) {
+  dd::Context ctx;
+  if (ctx.size() < 2) GTEST_SKIP() << "needs two ranks";
+  dd::Var v1 = ctx.new_var(8, 1);
+  dd::Var g0 = ctx.new_var(8, 0);
+  auto release = std::make_shared<std::atomic<bool>>(false);
+  // Rank 0 reads its replica of v1 in an op held until the divergence is reported.
+  ctx.push([release](dd::Args) { while (!release->load()) std::this_thread::yield(); }, {v1},
+           {g0}, {.name = "held"});
+  ctx.push(noop, {}, {v1}, {.name = "new_version"});
+  // Only rank 0 needs the new version: its receive waits for "held" (WAR on the replica), so
+  // it starts after wait_all found the divergence and cancelled what was outstanding.
+  if (ctx.rank() == 0) ctx.push(noop, {v1}, {g0}, {.name = "only_on_rank_0"});
+  EXPECT_THROW(ctx.wait_all(), depengine::Error);
+  release->store(true);
+  // The destructor waits for the late receive: it must fail, not wait for a message.
+}
+
+TEST(DistMisuse, DivergingRanksWithAnUnmatchedSendAreAnErrorNotAHang) {
+  dd::Context ctx;
+  if (ctx.size() < 2) GTEST_SKIP() << "needs two ranks";
+  dd::Var on0 = ctx.new_var(1 << 20, 0);
+  dd::Var on1 = ctx.new_var(8, 1);
+  // Only rank 0 pushes an op that runs on rank 1: rank 0 sends a message nobody receives.
+  if (ctx.rank() == 0) ctx.push(noop, {on0}, {on1}, {.name = "only_on_rank_0"});
+  EXPECT_THROW(ctx.wait_all(), depengine::Error);
 }
 
 TEST(DistMisuse, DifferentCollectivesAreAnError) {
