@@ -126,16 +126,19 @@ void ContextState::push_recv(std::uint64_t id, int from, std::uint64_t op_seq) {
                MPI_Type_free(&type);
                return err;
              },
-             [this, h, slot, done, fail, id, version, from, tag, bytes](int err,
-                                                                       const MPI_Status& st) {
+             [this, h, slot, done, fail, id, version, from, tag, bytes, op_seq](
+                 int err, const MPI_Status& st) {
                if (err != MPI_SUCCESS) return fail(mpi_error(err));
                int count = 0;
                MPI_Get_count(&st, MPI_BYTE, &count);
+               // Both ranks number the transfer by the op that needed it: any difference
+               // means they pushed different sequences.
                if (static_cast<std::size_t>(count) != sizeof(Header) + bytes || h->var != id ||
-                   h->version != version)
+                   h->version != version || h->seq != op_seq)
                  return fail("ranks pushed different op sequences (rank " + std::to_string(from) +
                              " sent " + value_name(h->var, h->version) + ", " +
-                             std::to_string(count) + " bytes, for op #" + std::to_string(h->seq) + ")");
+                             std::to_string(count) + " bytes, for op #" + std::to_string(h->seq) +
+                             "; expected for op #" + std::to_string(op_seq) + ")");
                messages_received.fetch_add(1, std::memory_order_relaxed);
                if (h->poison_len == 0) {
                  slot->poison = nullptr;
