@@ -79,7 +79,7 @@ void Comm::loop() {
   std::vector<Active> active;
   std::vector<Work> delayed;
   auto backoff = std::chrono::microseconds(2);
-  constexpr auto max_backoff = std::chrono::microseconds(200);
+  constexpr auto max_backoff = std::chrono::microseconds(50);
   for (;;) {
     std::vector<Work> fresh;
     {

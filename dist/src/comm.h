@@ -2,7 +2,7 @@
 // here, one at a time (MPI_THREAD_SERIALIZED). Requests are started from a queue, progressed
 // with MPI_Test, and their callbacks run on this thread. Idle (nothing queued or outstanding)
 // it sleeps on a condition variable; while requests are outstanding and none completes, it
-// backs off (2 us doubling to 200 us) between polls, waking at once for new work.
+// backs off (2 us doubling to 50 us) between polls, waking at once for new work.
 #pragma once
 
 #include <mpi.h>
