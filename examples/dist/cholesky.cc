@@ -177,7 +177,6 @@ int main(int argc, char** argv) {
               L[static_cast<std::size_t>(j * b + c) * n + (i * b + r)] = d[r + c * b];
       }
     if (ctx.rank() == 0) {
-      openblas_set_num_threads(0);
       std::vector<double> llt(static_cast<std::size_t>(n) * n, 0.0);
       cblas_dsyrk(CblasColMajor, CblasLower, CblasNoTrans, n, n, 1.0, L.data(), n, 0.0,
                   llt.data(), n);
