@@ -41,8 +41,8 @@ class Comm {
   Comm& operator=(const Comm&) = delete;
 
   void submit(Work w);
-  // Runs `fn` on the comm thread and returns its result (for blocking collectives from the
-  // program's thread: fn posts, then this waits for `done`).
+  // Submits `w` and waits until its `done` ran on the comm thread, rethrowing what `done`
+  // threw (the program's thread uses it for the collectives).
   void call_blocking(Work w);
   // Cancels every outstanding request (for diverged ranks); their done() gets MPI_ERR_OTHER,
   // and so does every work submitted later (an engine op that starts after the cancel).

@@ -1,11 +1,9 @@
 // context.cc — dist::Context: MPI set-up, pushes (owner computes, transfers inferred from the
 // declared reads and writes), and the collectives wait_all and get.
 #include <algorithm>
-#include <chrono>
 #include <atomic>
-#include <cstring>
+#include <chrono>
 #include <string>
-#include <unordered_set>
 
 #include "depengine/env.h"
 #include "state.h"
@@ -17,7 +15,6 @@ namespace {
 std::atomic<std::uint64_t> next_uid{1};
 
 // What a rank brings to the check that opens every collective.
-enum : std::uint64_t { k_wait_all = 1, k_get = 2, k_close = 3 };
 struct Check {
   std::uint64_t kind, seq, hash, var;
 };
@@ -26,7 +23,7 @@ const char* kind_name(std::uint64_t k) {
   return k == k_wait_all ? "wait_all"
          : k == k_get   ? "get"
          : k == k_close ? "the context's destructor"
-         : k == 4       ? "write_trace"
+         : k == k_trace ? "write_trace"
                         : "gather_stats";
 }
 
@@ -401,7 +398,7 @@ CommStats Context::stats() const {
 std::vector<CommStats> Context::gather_stats() {
   ContextState& s = *s_;
   if (s.broken) throw Error("dist::gather_stats: the context is unusable (ranks diverged)");
-  detail::check_collective(s, 5, 0);
+  detail::check_collective(s, detail::k_stats, 0);
   CommStats mine = stats();
   std::vector<CommStats> all(static_cast<std::size_t>(s.size));
   s.comm_thread->call_blocking(

@@ -17,6 +17,9 @@
 
 namespace depengine::dist::detail {
 
+// The collectives, as the check that opens each names them.
+enum : std::uint64_t { k_wait_all = 1, k_get = 2, k_close = 3, k_trace = 4, k_stats = 5 };
+
 // This rank's copy of a var: the owner's value, or a replica.
 struct Slot {
   depengine::Var ev;  // the local engine var ordering accesses to buf
@@ -81,5 +84,10 @@ struct ContextState {
   int tag_for(std::uint64_t n) const { return static_cast<int>(n % static_cast<std::uint64_t>(tag_ub)); }
   Comm::Clock::time_point send_time() const;
 };
+
+// Opens every collective: all ranks must be there after the same pushes (Error otherwise).
+void check_collective(ContextState& s, std::uint64_t kind, std::uint64_t var);
+// Sends `text` from `root` to every rank; returns it.
+std::string bcast_text(ContextState& s, std::string text, int root);
 
 }  // namespace depengine::dist::detail

@@ -10,17 +10,13 @@
 #include "state.h"
 
 namespace depengine::dist {
-namespace detail {
-std::string bcast_text(ContextState& s, std::string text, int root);
-void check_collective(ContextState& s, std::uint64_t kind, std::uint64_t var);
-}  // namespace detail
 
 using detail::ContextState;
 
 void Context::write_trace(const std::string& path, const Profiler& profiler) {
   ContextState& s = *s_;
   if (s.broken) throw Error("dist::write_trace: the context is unusable (ranks diverged)");
-  detail::check_collective(s, 4, 0);
+  detail::check_collective(s, detail::k_trace, 0);
   // The profiler counts from its creation; set_observer time stands in for it (ranks on one
   // node share the steady clock; across nodes the offsets are only as good as their clocks).
   nlohmann::json mine;

@@ -2,7 +2,6 @@
 // that reads the holder's copy and a receive that writes the other rank's replica. Both are
 // asynchronous ops completed by the communication thread, so the engine orders them with the
 // compute ops by the usual rules (a later write of the var waits for the send: WAR).
-#include <cstring>
 #include <string>
 
 #include "state.h"
