@@ -10,5 +10,7 @@ int analyze(int argc, char** argv);   // work, span, critical path of a graph fi
 int generate(int argc, char** argv);  // graph files for well-known DAGs
 int demo(int argc, char** argv);      // the d2l chapter 13.2 experiments on NDArray (demo.cc)
 int train(int argc, char** argv);     // softmax / MLP on Fashion-MNIST (train.cc)
+bool under_mpirun();                  // started by mpirun (run_dist.cc, built with MPI)
+int run_dist(int argc, char** argv);  // `run` under mpirun: the graph over MPI ranks
 
 }  // namespace depengine::cli

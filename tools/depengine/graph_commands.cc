@@ -83,7 +83,9 @@ constexpr const char* kRunHelp =
     "times) and a Chrome trace (open it in https://ui.perfetto.dev or chrome://tracing).\n"
     "A malformed file is reported with its op index and field, exit code 2, nothing run;\n"
     "a FILE that cannot be read, or an output that cannot be written, exits 1, also before\n"
-    "anything runs. DEPENGINE_SIM_GPUS (0 to 64) is the default of --sim-gpus.\n";
+    "anything runs. DEPENGINE_SIM_GPUS (0 to 64) is the default of --sim-gpus.\n"
+    "Under mpirun (built with MPI): `mpirun -np P depengine run FILE [--block B] [--bytes N]\n"
+    "[--trace OUT.json]` runs it across the ranks (docs/distributed.md).\n";
 
 constexpr const char* kAnalyzeHelp =
     "usage: depengine analyze FILE|- [--unit] [--levels] [--dot OUT.dot] [--all-edges]\n"
@@ -143,6 +145,9 @@ int run(int argc, char** argv) {
     std::fputs(kRunHelp, stdout);
     return 0;
   }
+#if DEPENGINE_CLI_MPI
+  if (under_mpirun()) return guarded("run", [&] { return run_dist(argc, argv); });
+#endif
   return guarded("run", [&] {
     const Args args(argc, argv,
                     {"--engine", "--threads", "--repeat", "--dot", "--json", "--trace",

@@ -1,0 +1,76 @@
+// trace.cc — one Chrome trace of every rank: each rank's Profiler ops as one process, and a
+// flow arrow from each send to the receive that got its message.
+#include <chrono>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <tuple>
+
+#include "depengine/profiler.h"
+#include "state.h"
+
+namespace depengine::dist {
+
+using detail::ContextState;
+
+void Context::write_trace(const std::string& path, const Profiler& profiler) {
+  ContextState& s = *s_;
+  if (s.broken) throw Error("dist::write_trace: the context is unusable (ranks diverged)");
+  detail::check_collective(s, detail::k_trace, 0);
+  // The profiler counts from its creation; set_observer time stands in for it (ranks on one
+  // node share the steady clock; across nodes the offsets are only as good as their clocks).
+  nlohmann::json mine;
+  mine["origin_ns"] = s.observer_since_ns;
+  nlohmann::json& ops = mine["ops"] = nlohmann::json::array();
+  for (const OpProfile& p : profiler.ops()) {
+    if (p.start_ns < 0) continue;
+    ops.push_back({p.name, p.worker, p.start_ns, p.end_ns, p.failed});
+  }
+  std::vector<nlohmann::json> all;
+  for (int r = 0; r < s.size; ++r) {
+    std::string text = detail::bcast_text(s, r == s.rank ? mine.dump() : std::string(), r);
+    if (s.rank == 0) all.push_back(nlohmann::json::parse(text));
+  }
+  if (s.rank != 0) return;
+  std::int64_t t0 = INT64_MAX;
+  for (const auto& j : all) t0 = std::min<std::int64_t>(t0, j["origin_ns"].get<std::int64_t>());
+  nlohmann::json events = nlohmann::json::array();
+  // (var@version, from, to) -> end of the send / end of the receive.
+  std::map<std::tuple<std::string, int, int>, std::tuple<int, int, double>> sends, recvs;
+  for (int r = 0; r < s.size; ++r) {
+    const auto& j = all[static_cast<std::size_t>(r)];
+    const double shift = static_cast<double>(j["origin_ns"].get<std::int64_t>() - t0) / 1e3;
+    events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", r}, {"tid", 0},
+                      {"args", {{"name", "rank " + std::to_string(r)}}}});
+    for (const auto& op : j["ops"]) {
+      const std::string name = op[0];
+      const int worker = op[1];
+      const double ts = op[2].get<double>() / 1e3 + shift, end = op[3].get<double>() / 1e3 + shift;
+      events.push_back({{"ph", "X"}, {"name", name}, {"pid", r}, {"tid", worker}, {"ts", ts},
+                        {"dur", end - ts}, {"args", {{"failed", op[4].get<bool>()}}}});
+      // "send v3@2>1" on rank r, "recv v3@2<0" on rank r.
+      const auto gt = name.rfind('>'), lt = name.rfind('<');
+      if (name.rfind("send ", 0) == 0 && gt != std::string::npos)
+        sends[{name.substr(5, gt - 5), r, std::stoi(name.substr(gt + 1))}] = {r, worker, end};
+      if (name.rfind("recv ", 0) == 0 && lt != std::string::npos)
+        recvs[{name.substr(5, lt - 5), std::stoi(name.substr(lt + 1)), r}] = {r, worker, end};
+    }
+  }
+  std::uint64_t flow = 0;
+  for (const auto& [key, from] : sends) {
+    auto it = recvs.find(key);
+    if (it == recvs.end()) continue;
+    const auto& [fr, fw, fts] = from;
+    const auto& [tr, tw, tts] = it->second;
+    ++flow;
+    events.push_back({{"ph", "s"}, {"name", "message"}, {"cat", "mpi"}, {"id", flow}, {"pid", fr},
+                      {"tid", fw}, {"ts", fts - 0.001}});
+    events.push_back({{"ph", "f"}, {"bp", "e"}, {"name", "message"}, {"cat", "mpi"}, {"id", flow},
+                      {"pid", tr}, {"tid", tw}, {"ts", tts - 0.001}});
+  }
+  std::ofstream out(path);
+  out << nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump() << "\n";
+  if (!out) throw Error("dist::write_trace: cannot write " + path);
+}
+
+}  // namespace depengine::dist
