@@ -112,7 +112,7 @@ NDArray array_from(nb::handle obj, Device device, const char* fn) {
   const std::string kind = nb::cast<std::string>(arr.attr("dtype").attr("kind"));
   if (kind != "f" && kind != "i" && kind != "u" && kind != "b") {
     throw nb::type_error((std::string(fn) + ": cannot make a float32 array from data of dtype " +
-                          nb::cast<std::string>(nb::str(arr.attr("dtype")))).c_str());
+                          nb::cast<std::string>(nb::str(nb::object(arr.attr("dtype"))))).c_str());
   }
   arr = numpy().attr("ascontiguousarray")(arr, "dtype"_a = float32_dtype());
   Py_buffer view;

@@ -78,12 +78,14 @@ static int drain_deferred(void*) {
 void PyRef::reset() noexcept {
   PyObject* p = std::exchange(p_, nullptr);
   if (!p) return;
+  // Once Python is exiting the reference is leaked: the object dies with the process. (The
+  // gate first: PyGILState_Check says yes to every thread once finalization disabled it.)
+  if (!detail::enter_python()) return;
   if (PyGILState_Check()) {
     Py_DECREF(p);
+    detail::leave_python();
     return;
   }
-  // Once Python is exiting the reference is leaked: the object dies with the process.
-  if (!detail::enter_python()) return;
   bool first = false;
   {
     std::lock_guard lk(g_deferred_mu);
@@ -98,13 +100,7 @@ void PyRef::reset() noexcept {
 }
 
 PyRef::PyRef(const PyRef& o) {
-  if (!o.p_) return;
-  if (PyGILState_Check()) {
-    Py_INCREF(o.p_);
-    p_ = o.p_;
-  } else if (with_gil([&] { Py_INCREF(o.p_); })) {
-    p_ = o.p_;
-  }
+  if (o.p_ && with_gil([&] { Py_INCREF(o.p_); })) p_ = o.p_;
 }
 
 PyOpError PyOpError::fetch() {

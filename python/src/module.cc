@@ -10,6 +10,9 @@ using namespace depengine::python;
 
 NB_MODULE(_depengine, m) {
   m.doc() = "depengine: an MXNet-style dependency engine (see the depengine package)";
+  // Objects still referenced at exit by pending failures (an exception held by an engine),
+  // or by the ops of engines that live until the process ends, are leaked on purpose.
+  nb::set_leak_warnings(false);
 
   nb::exception<Error>(m, "Error", PyExc_RuntimeError);
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
