@@ -11,6 +11,7 @@ packages=(
   libstarpu-dev gnuplot-nox
   dataset-fashion-mnist zlib1g-dev python3-numpy
   clang libclang-rt-14-dev
+  python3-venv python3-dev ccache
 )
 
 missing=()
