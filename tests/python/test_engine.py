@@ -214,3 +214,32 @@ def test_python_op_pushed_by_a_daemon_thread_during_exit_is_safe():
         "threading.Thread(target=spam, daemon=True).start()\n"
         "e.push(lambda: None, writes=[v])\n")
     assert r.returncode == 0, r.stderr
+
+
+def test_push_under_back_pressure_releases_the_gil():
+    # Python ops need the GIL to finish; a push blocked by max_inflight must not hold it.
+    e = de.Engine("threaded", cpu_threads=2, max_inflight=2)
+    v = e.new_var()
+    out = []
+    for i in range(200):
+        e.push(lambda i=i: out.append(i), writes=[v])
+    e.wait_all()
+    assert out == list(range(200))
+
+
+def test_ops_push_ops_and_cannot_wait(engine):
+    v, w = engine.new_var(), engine.new_var()
+    seen = []
+
+    def outer():
+        engine.push(lambda: seen.append("inner"), reads=[v], writes=[w])
+        seen.append("outer")
+    engine.push(outer, writes=[v])
+    engine.wait_all()
+    assert sorted(seen) == ["inner", "outer"]
+
+    def waits():
+        engine.wait_to_read(w)
+    engine.push(waits, writes=[v])
+    with pytest.raises(de.Error, match="inside"):
+        engine.wait_all()
