@@ -114,7 +114,8 @@ NDArray array_from(nb::handle obj, Device device, const char* fn) {
     throw nb::type_error((std::string(fn) + ": cannot make a float32 array from data of dtype " +
                           nb::cast<std::string>(nb::str(nb::object(arr.attr("dtype"))))).c_str());
   }
-  arr = numpy().attr("ascontiguousarray")(arr, "dtype"_a = float32_dtype());
+  // asarray, not ascontiguousarray, which makes a 0-d array 1-d.
+  arr = numpy().attr("asarray")(arr, "dtype"_a = float32_dtype(), "order"_a = "C");
   Py_buffer view;
   if (PyObject_GetBuffer(arr.ptr(), &view, PyBUF_C_CONTIGUOUS | PyBUF_ND) != 0) throw nb::python_error();
   struct Release {

@@ -178,3 +178,17 @@ def test_failure_inside_an_op_is_raised_at_the_blocker():
         y.asnumpy()
     with pytest.raises(ArithmeticError, match="inside the op"):
         npx.waitall()
+
+
+def test_zero_d_and_empty_arrays():
+    s = np.array(5.0)                      # numpy.ascontiguousarray would make it (1,)
+    assert s.shape == () and s.ndim == 0 and s.item() == 5.0
+    assert repr(s) == "array(5.)"
+    with pytest.raises(IndexError, match="0-dimensional"):
+        s[0]
+    assert np.array(numpy.float32(2)).shape == ()
+    close(np.array(numpy.arange(6.0).reshape(2, 3).T), numpy.arange(6.0).reshape(2, 3).T)
+    z = np.zeros((0, 3))
+    assert z.asnumpy().shape == (0, 3) and z.sum().item() == 0.0
+    assert np.ones((2, 3))[1:1].shape == (0, 3)
+    assert np.random.normal(size=()).shape == ()
