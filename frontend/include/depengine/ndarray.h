@@ -276,7 +276,8 @@ NDArray slice(const NDArray& a, const std::vector<SliceDim>& dims);
 // Bytes of array storage allocated (freed when the deferred delete of the last handle's
 // var runs), the most at once since the last reset, and the bytes of freed host storage
 // kept for reuse by the next arrays of the same sizes (at most 256 MiB; MXNet's pooled
-// storage manager does the same). Process-wide; thread-safe.
+// storage manager does the same; blocks of at most 4 KiB go back to oneTBB's scalable
+// allocator instead, outside sanitizer builds). Process-wide; thread-safe.
 struct MemoryStats {
   std::size_t in_use = 0;
   std::size_t peak = 0;
