@@ -115,8 +115,11 @@ def main():
           f"(medians of {args.repeats})")
     print(f"speedup {speedup:.2f}x; bound min(parallelism, workers) = {bound:.2f}x "
           f"({100 * speedup / bound:.0f}% of it)")
-    print("The bound ignores that every op takes the GIL to run its Python part; NumPy "
-          "releases it only inside BLAS/LAPACK, so small tiles stay further from the bound.")
+    load = os.getloadavg()[0]
+    print(f"The bound assumes the {args.threads} workers have cores to themselves (load average "
+          f"now {load:.1f} on {os.cpu_count()} cores) and ignores that every op takes the GIL "
+          "for its Python part; NumPy releases it only inside BLAS/LAPACK, so small tiles stay "
+          "further from the bound.")
 
 
 if __name__ == "__main__":
