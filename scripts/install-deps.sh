@@ -12,6 +12,7 @@ packages=(
   dataset-fashion-mnist zlib1g-dev python3-numpy
   clang libclang-rt-14-dev
   openmpi-bin libopenmpi-dev starpu-examples
+  python3-venv python3-dev ccache
 )
 
 missing=()

@@ -9,3 +9,13 @@ cmake --preset release >/dev/null
 cmake --build --preset release -j "$(nproc)"
 build/release/tools/depengine/depengine demo
 build/release/tools/depengine/depengine bench --quick
+# The same chapter from Python (docs/python.md): the package is built into a venv by pip. An
+# install that fails (pip cannot reach PyPI for the build backend, say) is reported and the
+# example skipped, so the C++ results above stand; the example itself failing fails the job.
+venv=build/python-venv
+if { [[ -x $venv/bin/python ]] || python3 -m venv "$venv"; } &&
+   "$venv/bin/python" -m pip install -q . numpy==2.2.6; then
+  (cd examples/python && "../../$venv/bin/python" d2l_async.py)
+else
+  echo "=== python: the depengine package did not install (above); d2l_async.py skipped"
+fi

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # All the tests on a fresh machine: installs the dependencies, then builds and runs the
 # suites of the release, AddressSanitizer+UBSan and ThreadSanitizer presets, then fuzzes the
-# graph-file loader for 30 s.
+# graph-file loader for 30 s, and runs the Python package's tests (scripts/test-python.sh).
 #   scripts/test.sh                 # all three
 #   scripts/test.sh release         # a subset, by preset name (no fuzzing)
 set -euo pipefail
@@ -20,6 +20,7 @@ for preset in "${presets[@]}"; do
   ctest --preset "${preset}" -j "${jobs}"
 done
 if ((${#@} == 0)); then
+  scripts/test-python.sh
   echo "=== fuzz: graph-file loader, 30 s (libFuzzer, ASan+UBSan)"
   scripts/fuzz-graphfile.sh 30
 fi

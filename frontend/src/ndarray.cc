@@ -8,6 +8,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include <oneapi/tbb/scalable_allocator.h>
+
 #include "depengine/config.h"
 #include "depengine/ops/size.h"
 #include "internal.h"
@@ -98,12 +100,40 @@ HostPool& host_pool() {
   return *pool;
 }
 
+// Small blocks skip the pool: oneTBB's scalable allocator keeps per-thread caches that take
+// a block freed on a worker back without a lock, where the pool's mutex and map cost more than
+// the op's push (perf, PushCost_AddDropped), and a block this small faults in one page at most.
+// Under a sanitizer every block goes through the pool, which poisons it while it waits.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr std::size_t kSmallBlock = 0;
+#else
+constexpr std::size_t kSmallBlock = 4096;
+#endif
+
+float* take_block(std::size_t bytes) {
+  if (bytes <= kSmallBlock) {
+    if (void* p = scalable_aligned_malloc(bytes, static_cast<std::size_t>(kAlign))) {
+      return static_cast<float*>(p);
+    }
+    throw std::bad_alloc();
+  }
+  return host_pool().take(bytes);
+}
+
+void give_block(float* p, std::size_t bytes) noexcept {
+  if (bytes <= kSmallBlock) {
+    scalable_aligned_free(p);
+    return;
+  }
+  host_pool().give(p, bytes);
+}
+
 }  // namespace
 
 float* allocate_storage(std::size_t elements) {
   if (elements == 0) return nullptr;
   const std::size_t bytes = ops::float_bytes(elements, "array");
-  float* p = host_pool().take(bytes);
+  float* p = take_block(bytes);
   const std::size_t now = g_in_use.fetch_add(bytes, std::memory_order_relaxed) + bytes;
   std::size_t peak = g_peak.load(std::memory_order_relaxed);
   while (now > peak && !g_peak.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
@@ -114,7 +144,7 @@ float* allocate_storage(std::size_t elements) {
 void free_storage(float* p, std::size_t elements) noexcept {
   if (!p) return;
   const std::size_t bytes = elements * sizeof(float);  // allocate_storage checked it
-  host_pool().give(p, bytes);
+  give_block(p, bytes);
   g_in_use.fetch_sub(bytes, std::memory_order_relaxed);
 }
 
@@ -185,10 +215,15 @@ Chunk::~Chunk() {
   }
 #endif
   try {
-    engine->delete_var(var, [p, n, b] {
-      free_storage(p, n);
-      delete b;
-    });
+    if (b) {
+      engine->delete_var(var, [p, n, b] {
+        free_storage(p, n);
+        delete b;
+      });
+    } else {
+      // Two words: std::function keeps it inline, with no heap block per dropped array.
+      engine->delete_var(var, [p, n] { free_storage(p, n); });
+    }
   } catch (...) {
     // delete_var is accepted until an engine's shutdown has finished every op, so a refusal
     // usually means nothing can still use the storage. Any other failure (out of memory for
@@ -225,7 +260,16 @@ NDArray ArrayInternals::make(Engine& e, Shape shape, const char* op) {
 
 NDArray ArrayInternals::make(Engine& e, Shape shape, Device device, const char* op) {
   const std::size_t n = checked_size(shape, op);
-  return NDArray(std::make_shared<Chunk>(e, n, device), std::move(shape));
+  // oneTBB's scalable allocator: a chunk is made on the pushing thread and usually freed on
+  // a worker (the last handle may be an op's); glibc's malloc spent more on that cross-thread
+  // traffic than the rest of a small op's push (perf, PushCost_AddDropped).
+  // Under a sanitizer the default allocator stays, as for the engine's ops.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  using Alloc = std::allocator<Chunk>;
+#else
+  using Alloc = tbb::scalable_allocator<Chunk>;
+#endif
+  return NDArray(std::allocate_shared<Chunk>(Alloc{}, e, n, device), std::move(shape));
 }
 
 std::size_t checked_size(const Shape& shape, const char* op) {

@@ -255,10 +255,29 @@ NDArray argmax(const NDArray& a, int axis);
 NDArray copy(const NDArray& a);
 NDArray transpose(const NDArray& a);
 
+// Elementwise comparisons with numpy broadcasting: 1.0f where it holds, else 0.0f (float32
+// stands in for numpy's bool). CPU arrays only (Error for GPU arrays).
+enum class Compare { equal, not_equal, less, less_equal, greater, greater_equal };
+NDArray compare(const NDArray& a, const NDArray& b, Compare op);
+NDArray compare(const NDArray& a, float s, Compare op);
+
+// Basic indexing, as numpy's a[i, j:k:s]: per dimension, `count` elements start, start +
+// step, ... (step may be negative, never 0); a dimension with keep == false (an integer
+// index, count 1) is dropped from the result. Copies (pushed). CPU arrays only. Throws
+// Error for a selection outside the array.
+struct SliceDim {
+  long start = 0;
+  long step = 1;
+  std::size_t count = 0;
+  bool keep = true;
+};
+NDArray slice(const NDArray& a, const std::vector<SliceDim>& dims);
+
 // Bytes of array storage allocated (freed when the deferred delete of the last handle's
 // var runs), the most at once since the last reset, and the bytes of freed host storage
 // kept for reuse by the next arrays of the same sizes (at most 256 MiB; MXNet's pooled
-// storage manager does the same). Process-wide; thread-safe.
+// storage manager does the same; blocks of at most 4 KiB go back to oneTBB's scalable
+// allocator instead, outside sanitizer builds). Process-wide; thread-safe.
 struct MemoryStats {
   std::size_t in_use = 0;
   std::size_t peak = 0;

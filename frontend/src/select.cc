@@ -1,0 +1,180 @@
+// Comparisons and basic slicing: ops whose kernels are short strided loops, CPU only.
+#include <algorithm>
+#include <optional>
+
+#include "internal.h"
+
+namespace depengine {
+namespace {
+
+using detail::ArrayInternals;
+using detail::Chunk;
+using detail::require;
+
+const char* compare_name(nd::Compare op) noexcept {
+  switch (op) {
+    case nd::Compare::equal: return "equal";
+    case nd::Compare::not_equal: return "not_equal";
+    case nd::Compare::less: return "less";
+    case nd::Compare::less_equal: return "less_equal";
+    case nd::Compare::greater: return "greater";
+    case nd::Compare::greater_equal: return "greater_equal";
+  }
+  return "compare";
+}
+
+float apply(nd::Compare op, float x, float y) noexcept {
+  switch (op) {
+    case nd::Compare::equal: return x == y;
+    case nd::Compare::not_equal: return x != y;
+    case nd::Compare::less: return x < y;
+    case nd::Compare::less_equal: return x <= y;
+    case nd::Compare::greater: return x > y;
+    case nd::Compare::greater_equal: return x >= y;
+  }
+  return 0;
+}
+
+void require_cpu(const Chunk& c, const char* op) {
+  if (!c.device.is_cpu()) {
+    throw Error(std::string(op) + ": not available for arrays on " + c.device.str() +
+                " (copy_to(Device::cpu()) first)");
+  }
+}
+
+// Row-major strides of `in` aligned right to `out`, 0 where `in` is broadcast.
+std::vector<std::size_t> strides_in(const Shape& out, const Shape& in) {
+  std::vector<std::size_t> s(out.size(), 0);
+  std::size_t stride = 1;
+  for (std::size_t k = 0; k < in.size(); ++k) {
+    const std::size_t d = out.size() - 1 - k, dim = in[in.size() - 1 - k];
+    s[d] = dim == 1 ? 0 : stride;
+    stride *= dim;
+  }
+  return s;
+}
+
+}  // namespace
+
+namespace nd {
+
+NDArray compare(const NDArray& a, const NDArray& b, Compare op) {
+  const char* name = compare_name(op);
+  Chunk& ca = require(a, name);
+  Chunk& cb = require(b, name);
+  require_cpu(ca, name);
+  require_cpu(cb, name);
+  if (ca.engine != cb.engine) throw Error(std::string(name) + ": the arrays live on different engines");
+  const Shape& sa = a.shape();
+  const Shape& sb = b.shape();
+  const std::size_t nd = std::max(sa.size(), sb.size());
+  Shape out(nd);
+  for (std::size_t i = 0; i < nd; ++i) {
+    const std::size_t da = i < nd - sa.size() ? 1 : sa[i - (nd - sa.size())];
+    const std::size_t db = i < nd - sb.size() ? 1 : sb[i - (nd - sb.size())];
+    if (da != db && da != 1 && db != 1) {
+      throw Error(std::string(name) + ": shapes " + shape_str(sa) + " and " + shape_str(sb) +
+                  " cannot be broadcast together");
+    }
+    out[i] = da == 1 ? db : da;
+  }
+  NDArray r = ArrayInternals::make(*ca.engine, out, name);
+  Chunk& co = *ArrayInternals::chunk(r);
+  const float *pa = ca.data, *pb = cb.data;
+  float* po = co.data;
+  const std::vector<std::size_t> ra = strides_in(out, sa), rb = strides_in(out, sb);
+  const std::size_t n = detail::shape_size(out);
+  ca.engine->push(
+      [=] {
+        std::vector<std::size_t> idx(out.size(), 0);
+        std::size_t ia = 0, ib = 0;
+        for (std::size_t i = 0; i < n; ++i) {
+          po[i] = apply(op, pa[ia], pb[ib]);
+          for (std::size_t d = out.size(); d-- > 0;) {  // next index, odometer style
+            ia += ra[d];
+            ib += rb[d];
+            if (++idx[d] < out[d]) break;
+            ia -= ra[d] * out[d];
+            ib -= rb[d] * out[d];
+            idx[d] = 0;
+          }
+        }
+      },
+      {ca.var, cb.var}, {co.var}, {.name = name});
+  return r;
+}
+
+NDArray compare(const NDArray& a, float s, Compare op) {
+  const char* name = compare_name(op);
+  Chunk& ca = require(a, name);
+  require_cpu(ca, name);
+  NDArray r = ArrayInternals::make(*ca.engine, a.shape(), name);
+  Chunk& co = *ArrayInternals::chunk(r);
+  const float* pa = ca.data;
+  float* po = co.data;
+  const std::size_t n = a.size();
+  ca.engine->push([=] { for (std::size_t i = 0; i < n; ++i) po[i] = apply(op, pa[i], s); },
+                  {ca.var}, {co.var}, {.name = name});
+  return r;
+}
+
+NDArray slice(const NDArray& a, const std::vector<SliceDim>& dims) {
+  Chunk& ca = require(a, "slice");
+  require_cpu(ca, "slice");
+  const Shape& in = a.shape();
+  if (dims.size() != in.size()) {
+    throw Error("slice: " + std::to_string(dims.size()) + " selections for an array of shape " +
+                shape_str(in));
+  }
+  Shape out;
+  std::vector<std::size_t> in_stride(in.size());
+  std::size_t stride = 1;
+  for (std::size_t d = in.size(); d-- > 0;) {
+    in_stride[d] = stride;
+    stride *= in[d];
+  }
+  std::vector<long> steps;
+  std::vector<std::size_t> counts;
+  std::size_t offset = 0;
+  for (std::size_t d = 0; d < in.size(); ++d) {
+    const SliceDim& s = dims[d];
+    if (s.step == 0) throw Error("slice: step of dimension " + std::to_string(d) + " is 0");
+    if (s.count > 0) {
+      const long last = s.start + s.step * static_cast<long>(s.count - 1);
+      if (s.start < 0 || static_cast<std::size_t>(s.start) >= in[d] || last < 0 ||
+          static_cast<std::size_t>(last) >= in[d]) {
+        throw Error("slice: selection out of bounds for dimension " + std::to_string(d) +
+                    " of shape " + shape_str(in));
+      }
+      offset += static_cast<std::size_t>(s.start) * in_stride[d];
+    }
+    if (s.keep) out.push_back(s.count);
+    steps.push_back(s.step * static_cast<long>(in_stride[d]));
+    counts.push_back(s.count);
+  }
+  NDArray r = ArrayInternals::make(*ca.engine, out, "slice");
+  Chunk& co = *ArrayInternals::chunk(r);
+  const float* pa = ca.data;
+  float* po = co.data;
+  const std::size_t n = detail::shape_size(out);
+  ca.engine->push(
+      [=] {
+        if (n == 0) return;
+        std::vector<std::size_t> idx(counts.size(), 0);
+        long at = static_cast<long>(offset);
+        for (std::size_t i = 0; i < n; ++i) {
+          po[i] = pa[at];
+          for (std::size_t d = counts.size(); d-- > 0;) {
+            at += steps[d];
+            if (++idx[d] < counts[d]) break;
+            at -= steps[d] * static_cast<long>(counts[d]);
+            idx[d] = 0;
+          }
+        }
+      },
+      {ca.var}, {co.var}, {.name = "slice"});
+  return r;
+}
+
+}  // namespace nd
+}  // namespace depengine

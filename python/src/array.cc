@@ -1,0 +1,314 @@
+// depengine.np.ndarray: the bound C++ NDArray. Every operator is one bound C++ function
+// that dispatches on its operand (array, scalar, NumPy data) and pushes one op.
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/string.h>
+
+#include <sstream>
+
+#include "binding.h"
+
+namespace depengine::python {
+namespace {
+
+enum class Op { add, sub, mul, div, pow, matmul, eq, ne, lt, le, gt, ge };
+
+const char* op_name(Op op) {
+  constexpr const char* names[] = {"add", "subtract", "multiply", "divide", "power", "matmul",
+                                   "equal", "not_equal", "less", "less_equal", "greater",
+                                   "greater_equal"};
+  return names[static_cast<int>(op)];
+}
+
+nd::Compare compare_of(Op op, bool reflected) {
+  switch (op) {
+    case Op::eq: return nd::Compare::equal;
+    case Op::ne: return nd::Compare::not_equal;
+    case Op::lt: return reflected ? nd::Compare::greater : nd::Compare::less;
+    case Op::le: return reflected ? nd::Compare::greater_equal : nd::Compare::less_equal;
+    case Op::gt: return reflected ? nd::Compare::less : nd::Compare::greater;
+    default: return reflected ? nd::Compare::less_equal : nd::Compare::greater_equal;
+  }
+}
+
+// a op s (or s op a when reflected).
+NDArray with_scalar(Op op, const NDArray& a, float s, bool reflected) {
+  switch (op) {
+    case Op::add: return a + s;
+    case Op::sub: return reflected ? s - a : a - s;
+    case Op::mul: return a * s;
+    case Op::div: return reflected ? s / a : a / s;
+    case Op::pow:
+      if (!reflected) return nd::pow(a, s);
+      return nd::pow(nd::full({}, s, a.device()), a);
+    case Op::matmul: throw Error("matmul: an operand is a scalar, not an array");
+    default: return nd::compare(a, s, compare_of(op, reflected));
+  }
+}
+
+// x op y for arrays.
+NDArray with_array(Op op, const NDArray& x, const NDArray& y) {
+  switch (op) {
+    case Op::add: return nd::add(x, y);
+    case Op::sub: return nd::subtract(x, y);
+    case Op::mul: return nd::multiply(x, y);
+    case Op::div: return nd::divide(x, y);
+    case Op::pow: return nd::pow(x, y);
+    case Op::matmul:
+      if (x.ndim() == 0 || y.ndim() == 0) throw Error("matmul: an operand is 0-d, not an array");
+      if (x.ndim() > 2 || y.ndim() > 2) {
+        throw Error("matmul: arrays of more than 2 dimensions are not supported (shapes " +
+                    shape_str(x.shape()) + " and " + shape_str(y.shape()) + ")");
+      }
+      return nd::dot(x, y);
+    default: return nd::compare(x, y, compare_of(op, false));
+  }
+}
+
+template <Op op, bool reflected>
+nb::object binary(const NDArray& a, nb::handle other) {
+  float s;
+  if (nb::isinstance<NDArray>(other)) {
+    const NDArray& b = nb::cast<const NDArray&>(other);
+    return nb::cast(frontend_call(a.engine(), [&] {
+      return reflected ? with_array(op, b, a) : with_array(op, a, b);
+    }));
+  }
+  if (scalar_value(other, s)) {
+    return nb::cast(frontend_call(a.engine(), [&] { return with_scalar(op, a, s, reflected); }));
+  }
+  if (PyList_Check(other.ptr()) || PyTuple_Check(other.ptr()) ||
+      PyObject_HasAttrString(other.ptr(), "__array_interface__")) {
+    const NDArray b = as_array(other, &a, op_name(op));
+    return nb::cast(frontend_call(a.engine(), [&] {
+      return reflected ? with_array(op, b, a) : with_array(op, a, b);
+    }));
+  }
+  return nb::borrow(Py_NotImplemented);
+}
+
+template <Op op>
+nb::object inplace(nb::handle self, nb::handle other) {
+  NDArray& a = nb::cast<NDArray&>(self);
+  float s;
+  frontend_call(a.engine(), [&] {
+    if (scalar_value(other, s)) {
+      switch (op) {
+        case Op::add: a += s; break;
+        case Op::sub: a -= s; break;
+        case Op::mul: a *= s; break;
+        default: a /= s; break;
+      }
+      return 0;
+    }
+    const NDArray b = as_array(other, &a, op_name(op));
+    switch (op) {
+      case Op::add: a += b; break;
+      case Op::sub: a -= b; break;
+      case Op::mul: a *= b; break;
+      default: a /= b; break;
+    }
+    return 0;
+  });
+  return nb::borrow(self);
+}
+
+nb::tuple shape_tuple(const Shape& s) {
+  nb::list l;
+  for (std::size_t d : s) l.append(d);
+  return nb::tuple(l);
+}
+
+// Blocks with the GIL released; an op failure propagates as it is.
+void wait(const NDArray& a) {
+  nb::gil_scoped_release unlocked;
+  a.wait_to_read();
+}
+
+// numpy-style normalized index of `i` into a dimension of `n`.
+long norm_index(long i, std::size_t n, std::size_t dim) {
+  const long len = static_cast<long>(n);
+  if (i < -len || i >= len) {
+    throw nb::index_error(("index " + std::to_string(i) + " is out of bounds for axis " +
+                           std::to_string(dim) + " with size " + std::to_string(n)).c_str());
+  }
+  return i < 0 ? i + len : i;
+}
+
+NDArray getitem(const NDArray& a, nb::handle key) {
+  std::vector<nb::handle> keys;
+  if (PyTuple_Check(key.ptr())) {
+    for (nb::handle h : nb::borrow<nb::tuple>(key)) keys.push_back(h);
+  } else {
+    keys.push_back(key);
+  }
+  if (keys.size() > a.ndim()) {
+    throw nb::index_error(("too many indices for array: array is " + std::to_string(a.ndim()) +
+                           "-dimensional, but " + std::to_string(keys.size()) +
+                           " were indexed").c_str());
+  }
+  std::vector<nd::SliceDim> dims;
+  for (std::size_t d = 0; d < a.ndim(); ++d) {
+    const std::size_t n = a.shape()[d];
+    if (d >= keys.size()) {
+      dims.push_back({0, 1, n, true});
+      continue;
+    }
+    PyObject* k = keys[d].ptr();
+    if (PyLong_Check(k) && !PyBool_Check(k)) {
+      dims.push_back({norm_index(PyLong_AsLong(k), n, d), 1, 1, false});
+    } else if (PySlice_Check(k)) {
+      Py_ssize_t start, stop, step;
+      if (PySlice_Unpack(k, &start, &stop, &step) < 0) throw nb::python_error();
+      const Py_ssize_t count = PySlice_AdjustIndices(static_cast<Py_ssize_t>(n), &start, &stop, step);
+      dims.push_back({static_cast<long>(start), static_cast<long>(step),
+                      static_cast<std::size_t>(count), true});
+    } else {
+      throw nb::type_error(("ndarray indices must be integers or slices (basic indexing, read "
+                            "only), not " + std::string(Py_TYPE(k)->tp_name)).c_str());
+    }
+  }
+  return frontend_call(a.engine(), [&] { return nd::slice(a, dims); });
+}
+
+nb::object asnumpy(const NDArray& a) {
+  NDArray host = a.device().is_cpu() ? a : frontend_call(a.engine(), [&] { return a.copy_to(Device::cpu()); });
+  wait(host);
+  // Zero-copy: a read-only view of the array's storage, which the view keeps alive.
+  auto* keep = new NDArray(host);
+  nb::capsule owner(keep, [](void* p) noexcept { delete static_cast<NDArray*>(p); });
+  std::vector<std::size_t> shape(host.shape().begin(), host.shape().end());
+  nb::ndarray<nb::numpy, const float> view(host.size() ? host.data() : nullptr, shape.size(),
+                                           shape.data(), owner);
+  return view.cast();
+}
+
+std::string repr(const NDArray& a) {
+  std::ostringstream os;
+  {
+    nb::gil_scoped_release unlocked;
+    os << a;
+  }
+  std::string s = os.str();
+  if (!a.device().is_cpu()) s.insert(s.size() - 1, ", ctx=" + a.device().str());
+  return s;
+}
+
+}  // namespace
+
+void bind_array(nb::module_& np) {
+  nb::class_<NDArray> cls(np, "ndarray",
+                          "A float32 array whose ops are pushed to the dependency engine and "
+                          "return at once; asnumpy(), item(), printing and wait_to_read() wait.");
+  cls.def_prop_ro("shape", [](const NDArray& a) { return shape_tuple(a.shape()); })
+      .def_prop_ro("dtype", [](const NDArray&) { return float32_dtype(); })
+      .def_prop_ro("size", &NDArray::size)
+      .def_prop_ro("ndim", &NDArray::ndim)
+      .def_prop_ro("ctx", &NDArray::device)
+      .def_prop_ro("device", &NDArray::device)
+      .def_prop_ro("T", [](const NDArray& a) { return frontend_call(a.engine(), [&] { return a.T(); }); })
+      .def_prop_ro("var", &NDArray::var, "The engine var that orders accesses to the storage.")
+      .def("wait_to_read", &wait)
+      .def("asnumpy", &asnumpy)
+      .def("__array__", [](const NDArray& a, nb::args, nb::kwargs) {
+        return nb::module_::import_("numpy").attr("array")(asnumpy(a));
+      })
+      .def("item", [](const NDArray& a) {
+        if (a.size() != 1) {
+          throw nb::value_error(("can only convert an array of size 1 to a Python scalar (shape " +
+                                 shape_str(a.shape()) + ")").c_str());
+        }
+        nb::gil_scoped_release unlocked;
+        return static_cast<double>(a.item());
+      })
+      .def("__float__", [](const NDArray& a) {
+        if (a.size() != 1) throw nb::type_error("only size-1 arrays can be converted to Python scalars");
+        nb::gil_scoped_release unlocked;
+        return static_cast<double>(a.item());
+      })
+      .def("__bool__", [](const NDArray& a) {
+        if (a.size() != 1) {
+          throw nb::value_error("The truth value of an array with more than one element is ambiguous.");
+        }
+        nb::gil_scoped_release unlocked;
+        return a.item() != 0.0f;
+      })
+      .def("__len__", [](const NDArray& a) {
+        if (a.ndim() == 0) throw nb::type_error("len() of unsized object");
+        return a.shape()[0];
+      })
+      .def("__repr__", &repr)
+      .def("__str__", &repr)
+      .def("__getitem__", &getitem)
+      .def("reshape", [](const NDArray& a, nb::args args) {
+        nb::handle spec = args.size() == 1 ? args[0] : nb::handle(args);
+        std::vector<long long> want;
+        auto add = [&](nb::handle h) {
+          if (!PyLong_Check(h.ptr())) throw nb::type_error("reshape: dimensions must be int");
+          want.push_back(PyLong_AsLongLong(h.ptr()));
+        };
+        if (PyLong_Check(spec.ptr())) add(spec);
+        else for (nb::handle h : nb::borrow<nb::sequence>(spec)) add(h);
+        Shape shape;
+        long infer = -1;
+        std::size_t known = 1;
+        for (std::size_t i = 0; i < want.size(); ++i) {
+          if (want[i] == -1) {
+            if (infer >= 0) throw nb::value_error("reshape: can only specify one unknown dimension");
+            infer = static_cast<long>(i);
+            shape.push_back(0);
+          } else if (want[i] < 0) {
+            throw nb::value_error("reshape: negative dimensions are not allowed");
+          } else {
+            shape.push_back(static_cast<std::size_t>(want[i]));
+            known *= shape.back();
+          }
+        }
+        if (infer >= 0) {
+          if (known == 0 || a.size() % known != 0) {
+            throw nb::value_error(("cannot reshape array of shape " + shape_str(a.shape()) +
+                                   " with an unknown dimension").c_str());
+          }
+          shape[infer] = a.size() / known;
+        }
+        return frontend_call(a.engine(), [&] { return a.reshape(shape); });
+      })
+      .def("copy", [](const NDArray& a) { return frontend_call(a.engine(), [&] { return a.copy(); }); })
+      .def("copyto", [](const NDArray& a, Device d) { return frontend_call(a.engine(), [&] { return a.copy_to(d); }); },
+           nb::arg("ctx"))
+      .def("as_in_ctx", [](const NDArray& a, Device d) {
+        return d == a.device() ? a : frontend_call(a.engine(), [&] { return a.copy_to(d); });
+      }, nb::arg("ctx"))
+      .def("to_device", [](const NDArray& a, Device d) {
+        return d == a.device() ? a : frontend_call(a.engine(), [&] { return a.copy_to(d); });
+      }, nb::arg("device"))
+      .def("__neg__", [](const NDArray& a) { return frontend_call(a.engine(), [&] { return -a; }); })
+      .def("__pos__", [](const NDArray& a) { return a; })
+      .def("__abs__", [](const NDArray& a) { return frontend_call(a.engine(), [&] { return nd::abs(a); }); })
+      .def("__add__", &binary<Op::add, false>)
+      .def("__radd__", &binary<Op::add, true>)
+      .def("__sub__", &binary<Op::sub, false>)
+      .def("__rsub__", &binary<Op::sub, true>)
+      .def("__mul__", &binary<Op::mul, false>)
+      .def("__rmul__", &binary<Op::mul, true>)
+      .def("__truediv__", &binary<Op::div, false>)
+      .def("__rtruediv__", &binary<Op::div, true>)
+      .def("__pow__", &binary<Op::pow, false>)
+      .def("__rpow__", &binary<Op::pow, true>)
+      .def("__matmul__", &binary<Op::matmul, false>)
+      .def("__rmatmul__", &binary<Op::matmul, true>)
+      .def("__eq__", &binary<Op::eq, false>)
+      .def("__ne__", &binary<Op::ne, false>)
+      .def("__lt__", &binary<Op::lt, false>)
+      .def("__le__", &binary<Op::le, false>)
+      .def("__gt__", &binary<Op::gt, false>)
+      .def("__ge__", &binary<Op::ge, false>)
+      .def("__iadd__", &inplace<Op::add>)
+      .def("__isub__", &inplace<Op::sub>)
+      .def("__imul__", &inplace<Op::mul>)
+      .def("__itruediv__", &inplace<Op::div>);
+  // numpy defers to these operators (numpy_array + ndarray calls ndarray.__radd__).
+  cls.attr("__array_ufunc__") = nb::none();
+  cls.attr("__hash__") = nb::none();
+}
+
+}  // namespace depengine::python

@@ -1,0 +1,87 @@
+// Shared by the binding's sources: what each binds, and the helpers they have in common.
+#pragma once
+
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
+
+#include <string>
+#include <vector>
+
+#include "depengine/engine.h"
+#include "depengine/ndarray.h"
+
+namespace depengine::python {
+
+namespace nb = nanobind;
+
+void bind_engine(nb::module_& m);
+void bind_graph(nb::module_& m);
+void bind_array(nb::module_& np);
+void bind_np(nb::module_& np, nb::module_& npx);
+
+// The engines Python has used: every Engine made from Python and the process default.
+// Engines made from Python live until the process exits (arrays made on one may outlive
+// its Python object); at exit each is waited for before the interpreter finalizes.
+void register_engine(Engine* e);
+void wait_registered_engines();
+
+// Whether a push to `e` may block (the naive engine runs ops inline; a bounded engine
+// applies back-pressure), so the GIL must be released around it.
+inline bool push_may_block(const Engine& e) noexcept {
+  return e.max_inflight() != 0 || e.kind() == "naive";
+}
+
+// Runs `f` with the GIL released when `release`, else holding it.
+template <class F>
+decltype(auto) maybe_released(bool release, F&& f) {
+  if (release) {
+    nb::gil_scoped_release unlocked;
+    return f();
+  }
+  return f();
+}
+
+// Vars from a Python sequence of Var or ndarray objects (or one of them alone).
+std::vector<Var> to_vars(nb::handle seq, const char* what);
+
+// The process default engine, registered.
+Engine& default_engine();
+
+}  // namespace depengine::python
+
+namespace depengine::python {
+
+// The engine an `engine=` argument names (an Engine object), or the current one for None.
+Engine& engine_arg(nb::handle engine);
+
+// Argument conversion for depengine.np (convert.cc). Each throws TypeError or ValueError
+// naming the function, the argument and what it got.
+
+// True and the value for a Python float, int or bool, or a NumPy scalar.
+bool scalar_value(nb::handle h, float& out);
+// None or anything numpy.dtype() reads as float32; else TypeError naming it.
+void check_dtype(nb::handle dtype, const char* fn);
+// An int or a sequence of ints (>= 0).
+Shape shape_arg(nb::handle shape, const char* fn);
+// ctx= / device=: None (the CPU), or a Device.
+Device device_arg(nb::handle ctx, nb::handle device, const char* fn);
+// A new array on `device` holding the elements of a NumPy array, a (nested) list or a scalar.
+NDArray array_from(nb::handle obj, Device device, const char* fn);
+// `h` as an array: an ndarray itself, else array_from (a scalar becomes a 0-d array).
+NDArray as_array(nb::handle h, const NDArray* like, const char* fn);
+
+// Runs a frontend call: its Error (a bad shape or device, found before anything is pushed)
+// becomes ValueError; the GIL is released when the push may block.
+template <class F>
+decltype(auto) frontend_call(const Engine& e, F&& f) {
+  try {
+    return maybe_released(push_may_block(e), std::forward<F>(f));
+  } catch (const Error& err) {
+    throw nb::value_error(err.what());
+  }
+}
+
+// The numpy.float32 dtype object (cached).
+nb::object float32_dtype();
+
+}  // namespace depengine::python

@@ -1,0 +1,270 @@
+// depengine.Engine, Var, Completion and the Python ops pushed to them.
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/unique_ptr.h>
+
+#include <algorithm>
+#include <memory>
+#include <mutex>
+
+#include "binding.h"
+#include "gil.h"
+
+namespace depengine::python {
+namespace {
+
+std::mutex g_engines_mu;
+std::vector<Engine*>& engines() {
+  static auto* v = new std::vector<Engine*>;  // never destroyed: see register_engine
+  return *v;
+}
+
+// A Python handle to an engine (owned by the registry, never destroyed before exit).
+struct EngineRef {
+  Engine* e;
+};
+
+// `with engine:` makes it the current engine of the thread (np creation functions push to
+// it); scopes are kept per thread and must close in reverse order.
+thread_local std::vector<std::pair<Engine*, std::unique_ptr<EngineScope>>> t_scopes;
+
+// Calls the Python callable `f` (with the result of `arg()` when given) on the calling
+// thread, taking the GIL, and drops `f` while it holds it; a Python exception becomes a
+// PyOpError.
+template <class Arg>
+void call_python(PyRef& f, const std::string& name, Arg&& arg) {
+  const bool ran = with_gil([&] {
+    nb::object a = arg();
+    PyObject* r = a.is_valid() ? PyObject_CallOneArg(f.get(), a.ptr())
+                               : PyObject_CallNoArgs(f.get());
+    if (!r) {
+      PyOpError e = PyOpError::fetch();
+      f.reset();
+      throw e;
+    }
+    Py_DECREF(r);
+    f.reset();
+  });
+  if (!ran) throw python_finalizing(name);
+}
+
+// The `done` given to a push_async function: done() or done(exc).
+struct Done {
+  Completion c;
+  void call(nb::handle exc) {
+    if (exc.is_none()) {
+      nb::gil_scoped_release unlocked;
+      c();
+      return;
+    }
+    if (!PyExceptionInstance_Check(exc.ptr())) {
+      throw nb::type_error(("done(exc): exc must be an exception instance (or None), not " +
+                            std::string(Py_TYPE(exc.ptr())->tp_name)).c_str());
+    }
+    std::exception_ptr e = std::make_exception_ptr(PyOpError(exc.ptr()));
+    nb::gil_scoped_release unlocked;
+    c(std::move(e));
+  }
+};
+
+PushOptions push_options(std::string name, int priority) {
+  return PushOptions{.device = Device::cpu(), .lane = Lane::compute, .priority = priority,
+                     .name = std::move(name)};
+}
+
+PyRef callable(nb::handle fn, const char* what) {
+  if (!PyCallable_Check(fn.ptr())) {
+    throw nb::type_error((std::string(what) + ": fn must be callable, not " +
+                          Py_TYPE(fn.ptr())->tp_name).c_str());
+  }
+  return PyRef(fn.ptr());
+}
+
+void push(EngineRef& self, nb::handle fn, nb::handle reads, nb::handle writes,
+          std::string name, int priority) {
+  PyRef f = callable(fn, "push");
+  const std::vector<Var> r = to_vars(reads, "reads"), w = to_vars(writes, "writes");
+  auto body = [f = std::move(f), name]() mutable { call_python(f, name, [] { return nb::object(); }); };
+  Engine& e = *self.e;
+  maybe_released(push_may_block(e), [&] { e.push(std::move(body), r, w, push_options(name, priority)); });
+}
+
+void push_async(EngineRef& self, nb::handle fn, nb::handle reads, nb::handle writes,
+                std::string name, int priority) {
+  PyRef f = callable(fn, "push_async");
+  const std::vector<Var> r = to_vars(reads, "reads"), w = to_vars(writes, "writes");
+  auto body = [f = std::move(f), name](Completion done) mutable {
+    call_python(f, name, [&] { return nb::cast(Done{std::move(done)}); });
+  };
+  Engine& e = *self.e;
+  maybe_released(push_may_block(e),
+                 [&] { e.push_async(std::move(body), r, w, push_options(name, priority)); });
+}
+
+Var one_var(nb::handle v, const char* what) {
+  std::vector<Var> vars = to_vars(v, what);
+  if (vars.size() != 1) throw nb::type_error((std::string(what) + ": expects one Var or ndarray").c_str());
+  return vars[0];
+}
+
+}  // namespace
+
+void register_engine(Engine* e) {
+  std::lock_guard lk(g_engines_mu);
+  auto& v = engines();
+  if (std::find(v.begin(), v.end(), e) == v.end()) v.push_back(e);
+}
+
+void wait_registered_engines() {
+  std::vector<Engine*> all;
+  {
+    std::lock_guard lk(g_engines_mu);
+    all = engines();
+  }
+  nb::gil_scoped_release unlocked;
+  for (Engine* e : all) {
+    try {
+      e->wait_all();
+    } catch (...) {  // a failure nobody waited for: the program is ending anyway
+    }
+  }
+}
+
+Engine& engine_arg(nb::handle engine) {
+  if (engine.is_none()) {
+    Engine& e = current_engine();
+    register_engine(&e);
+    return e;
+  }
+  if (!nb::isinstance<EngineRef>(engine)) {
+    throw nb::type_error(("engine: expected a depengine.Engine, got " +
+                          std::string(Py_TYPE(engine.ptr())->tp_name)).c_str());
+  }
+  return *nb::cast<EngineRef&>(engine).e;
+}
+
+Engine& default_engine() {
+  Engine& e = Engine::get();
+  register_engine(&e);
+  return e;
+}
+
+std::vector<Var> to_vars(nb::handle seq, const char* what) {
+  std::vector<Var> out;
+  auto add = [&](nb::handle h) {
+    if (nb::isinstance<Var>(h)) {
+      out.push_back(nb::cast<const Var&>(h));
+    } else if (nb::isinstance<NDArray>(h)) {
+      out.push_back(nb::cast<const NDArray&>(h).var());
+    } else {
+      throw nb::type_error((std::string(what) + ": expected Var or ndarray, got " +
+                            Py_TYPE(h.ptr())->tp_name).c_str());
+    }
+  };
+  if (seq.is_none()) return out;
+  if (nb::isinstance<Var>(seq) || nb::isinstance<NDArray>(seq)) {
+    add(seq);
+    return out;
+  }
+  if (!PySequence_Check(seq.ptr())) {
+    throw nb::type_error((std::string(what) + ": expected a list of Var or ndarray, got " +
+                          Py_TYPE(seq.ptr())->tp_name).c_str());
+  }
+  for (nb::handle h : nb::borrow<nb::sequence>(seq)) add(h);
+  return out;
+}
+
+void bind_engine(nb::module_& m) {
+  nb::class_<Var>(m, "Var", "A handle to a piece of state whose accesses the engine orders.")
+      .def_prop_ro("id", &Var::id)
+      .def("__eq__", [](const Var& a, nb::handle b) {
+        return nb::isinstance<Var>(b) && a == nb::cast<const Var&>(b);
+      })
+      .def("__hash__", [](const Var& v) { return v.id(); })
+      .def("__repr__", [](const Var& v) { return "Var(" + std::to_string(v.id()) + ")"; });
+
+  nb::class_<Done>(m, "Completion",
+                   "Given to a push_async function: call done() when its work is finished, "
+                   "or done(exc) with the exception that failed it. Callable from any thread.")
+      .def("__call__", &Done::call, nb::arg("exc") = nb::none());
+
+  nb::class_<EngineRef>(m, "Engine",
+                        "A dependency engine: Engine('threaded' | 'naive', cpu_threads=0, "
+                        "max_inflight=0, sim_gpus=0). 0 takes the environment's value or the "
+                        "default. `with engine:` makes it the current engine of this thread.")
+      .def("__init__",
+           [](EngineRef* self, const std::string& kind, int cpu_threads, long max_inflight,
+              int sim_gpus) {
+             if (cpu_threads < 0) throw nb::value_error("Engine: cpu_threads must be >= 0");
+             std::unique_ptr<Engine> e;
+             try {
+               e = Engine::create(kind, {.cpu_threads = cpu_threads,
+                                         .max_inflight = max_inflight,
+                                         .sim_gpus = sim_gpus});
+             } catch (const Error& err) {
+               throw nb::value_error(err.what());
+             }
+             Engine* raw = e.release();
+             register_engine(raw);
+             new (self) EngineRef{raw};
+           },
+           nb::arg("kind") = "threaded", nb::kw_only(), nb::arg("cpu_threads") = 0,
+           nb::arg("max_inflight") = 0, nb::arg("sim_gpus") = 0)
+      .def_prop_ro("kind", [](const EngineRef& s) { return std::string(s.e->kind()); })
+      .def_prop_ro("cpu_threads", [](const EngineRef& s) { return s.e->cpu_threads(); })
+      .def_prop_ro("max_inflight", [](const EngineRef& s) { return s.e->max_inflight(); })
+      .def_prop_ro("sim_gpus", [](const EngineRef& s) { return s.e->sim_gpus(); })
+      .def_prop_ro("pending", [](const EngineRef& s) { return s.e->pending(); })
+      .def("new_var", [](EngineRef& s) { return s.e->new_var(); })
+      .def("push", &push, nb::arg("fn"), nb::arg("reads") = nb::tuple(),
+           nb::arg("writes") = nb::tuple(), nb::kw_only(), nb::arg("name") = "python",
+           nb::arg("priority") = 0,
+           "Pushes fn() to run on a worker once its reads and writes allow; returns at once.")
+      .def("push_async", &push_async, nb::arg("fn"), nb::arg("reads") = nb::tuple(),
+           nb::arg("writes") = nb::tuple(), nb::kw_only(), nb::arg("name") = "python",
+           nb::arg("priority") = 0,
+           "Pushes fn(done); the op ends when done() or done(exc) is called, from any thread.")
+      .def("wait_to_read",
+           [](EngineRef& s, nb::handle v) {
+             Var var = one_var(v, "wait_to_read");
+             nb::gil_scoped_release unlocked;
+             s.e->wait_to_read(var);
+           },
+           nb::arg("var"))
+      .def("wait_all",
+           [](EngineRef& s) {
+             nb::gil_scoped_release unlocked;
+             s.e->wait_all();
+           })
+      .def("delete_var", [](EngineRef& s, nb::handle v) { s.e->delete_var(one_var(v, "delete_var")); },
+           nb::arg("var"))
+      .def("__enter__",
+           [](EngineRef& s) -> EngineRef& {
+             t_scopes.emplace_back(s.e, std::make_unique<EngineScope>(*s.e));
+             return s;
+           },
+           nb::rv_policy::reference)
+      .def("__exit__",
+           [](EngineRef& s, nb::args) {
+             if (t_scopes.empty() || t_scopes.back().first != s.e) {
+               throw nb::value_error("Engine.__exit__: this engine is not the innermost "
+                                     "`with` engine of this thread");
+             }
+             t_scopes.pop_back();
+           })
+      .def("__repr__", [](const EngineRef& s) {
+        return "Engine('" + std::string(s.e->kind()) + "', cpu_threads=" +
+               std::to_string(s.e->cpu_threads()) + ")";
+      });
+
+  m.def("engine", [] { return EngineRef{&default_engine()}; },
+        "The process default engine (DEPENGINE_TYPE, default 'threaded').");
+  m.def("current_engine",
+        [] {
+          Engine& e = current_engine();
+          register_engine(&e);
+          return EngineRef{&e};
+        },
+        "The engine np creation functions push to on this thread.");
+}
+
+}  // namespace depengine::python
