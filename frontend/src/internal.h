@@ -1,10 +1,12 @@
-// Frontend internals shared by ndarray.cc, ops.cc and print.cc.
+// Frontend internals shared by ndarray.cc, ops.cc, select.cc and print.cc.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "depengine/ndarray.h"
 
@@ -102,6 +104,12 @@ std::size_t shape_size(const Shape& shape) noexcept;
 // Error (a size beyond the int that BLAS takes) also names the two shapes.
 void check_gemm(const char* op, const Shape& a, const Shape& b, std::size_t m, std::size_t n,
                 std::size_t k, std::size_t lda, std::size_t ldb, std::size_t ldc);
+
+// numpy's broadcast shape of `a` and `b`, or nothing when they are incompatible.
+std::optional<Shape> broadcast_shape(const Shape& a, const Shape& b);
+
+// The strides of `in` (row-major, aligned right to `out`), 0 where it is broadcast.
+std::vector<std::size_t> broadcast_strides(const Shape& out, const Shape& in);
 
 // The chunk of `a`; throws Error "<op>: ..." for a null array.
 Chunk& require(const NDArray& a, const char* op);

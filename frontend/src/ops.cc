@@ -30,6 +30,8 @@ namespace {
 using detail::ArrayInternals;
 using detail::Chunk;
 using detail::Ptr;
+using detail::broadcast_shape;
+using detail::broadcast_strides;
 using detail::require;
 
 Chunk& chunk(const NDArray& a) noexcept { return *ArrayInternals::chunk(a); }
@@ -118,30 +120,6 @@ void launch(const Chunk& out, VarList reads, VarList writes, const char* name, B
                    PushOptions{.device = out.device, .lane = Lane::compute, .name = name});
 }
 
-// numpy's broadcast shape of a and b, or nothing when they are incompatible.
-std::optional<Shape> broadcast_shape(const Shape& a, const Shape& b) {
-  const std::size_t nd = std::max(a.size(), b.size());
-  Shape out(nd);
-  for (std::size_t i = 0; i < nd; ++i) {
-    const std::size_t da = i < nd - a.size() ? 1 : a[i - (nd - a.size())];
-    const std::size_t db = i < nd - b.size() ? 1 : b[i - (nd - b.size())];
-    if (da != db && da != 1 && db != 1) return std::nullopt;
-    out[i] = da == 1 ? db : da;
-  }
-  return out;
-}
-
-// The strides of `in` (row-major, aligned right to `out`), 0 where it is broadcast.
-std::vector<std::size_t> broadcast_strides(const Shape& out, const Shape& in) {
-  std::vector<std::size_t> s(out.size(), 0);
-  std::size_t stride = 1;
-  for (std::size_t k = 0; k < in.size(); ++k) {
-    const std::size_t d = out.size() - 1 - k, dim = in[in.size() - 1 - k];
-    s[d] = dim == 1 ? 0 : stride;
-    stride *= dim;
-  }
-  return s;
-}
 
 // The loop nest for a broadcast op: dimensions of 1 dropped, neighbours that are contiguous
 // in both inputs merged (a row vector over a matrix stays 2-d; equal shapes become 1-d).
@@ -334,6 +312,33 @@ void push_random(const Chunk& out, std::size_t n, const char* name, Draw draw) {
 }
 
 }  // namespace
+
+namespace detail {
+
+std::optional<Shape> broadcast_shape(const Shape& a, const Shape& b) {
+  const std::size_t nd = std::max(a.size(), b.size());
+  Shape out(nd);
+  for (std::size_t i = 0; i < nd; ++i) {
+    const std::size_t da = i < nd - a.size() ? 1 : a[i - (nd - a.size())];
+    const std::size_t db = i < nd - b.size() ? 1 : b[i - (nd - b.size())];
+    if (da != db && da != 1 && db != 1) return std::nullopt;
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+std::vector<std::size_t> broadcast_strides(const Shape& out, const Shape& in) {
+  std::vector<std::size_t> s(out.size(), 0);
+  std::size_t stride = 1;
+  for (std::size_t k = 0; k < in.size(); ++k) {
+    const std::size_t d = out.size() - 1 - k, dim = in[in.size() - 1 - k];
+    s[d] = dim == 1 ? 0 : stride;
+    stride *= dim;
+  }
+  return s;
+}
+
+}  // namespace detail
 
 void detail::check_gemm(const char* op, const Shape& a, const Shape& b, std::size_t m,
                         std::size_t n, std::size_t k, std::size_t lda, std::size_t ldb,

@@ -1,5 +1,4 @@
 // Comparisons and basic slicing: ops whose kernels are short strided loops, CPU only.
-#include <algorithm>
 #include <optional>
 
 #include "internal.h"
@@ -42,18 +41,6 @@ void require_cpu(const Chunk& c, const char* op) {
   }
 }
 
-// Row-major strides of `in` aligned right to `out`, 0 where `in` is broadcast.
-std::vector<std::size_t> strides_in(const Shape& out, const Shape& in) {
-  std::vector<std::size_t> s(out.size(), 0);
-  std::size_t stride = 1;
-  for (std::size_t k = 0; k < in.size(); ++k) {
-    const std::size_t d = out.size() - 1 - k, dim = in[in.size() - 1 - k];
-    s[d] = dim == 1 ? 0 : stride;
-    stride *= dim;
-  }
-  return s;
-}
-
 }  // namespace
 
 namespace nd {
@@ -67,22 +54,18 @@ NDArray compare(const NDArray& a, const NDArray& b, Compare op) {
   if (ca.engine != cb.engine) throw Error(std::string(name) + ": the arrays live on different engines");
   const Shape& sa = a.shape();
   const Shape& sb = b.shape();
-  const std::size_t nd = std::max(sa.size(), sb.size());
-  Shape out(nd);
-  for (std::size_t i = 0; i < nd; ++i) {
-    const std::size_t da = i < nd - sa.size() ? 1 : sa[i - (nd - sa.size())];
-    const std::size_t db = i < nd - sb.size() ? 1 : sb[i - (nd - sb.size())];
-    if (da != db && da != 1 && db != 1) {
-      throw Error(std::string(name) + ": shapes " + shape_str(sa) + " and " + shape_str(sb) +
-                  " cannot be broadcast together");
-    }
-    out[i] = da == 1 ? db : da;
+  const std::optional<Shape> broadcast = detail::broadcast_shape(sa, sb);
+  if (!broadcast) {
+    throw Error(std::string(name) + ": shapes " + shape_str(sa) + " and " + shape_str(sb) +
+                " cannot be broadcast together");
   }
+  const Shape out = *broadcast;
   NDArray r = ArrayInternals::make(*ca.engine, out, name);
   Chunk& co = *ArrayInternals::chunk(r);
   const float *pa = ca.data, *pb = cb.data;
   float* po = co.data;
-  const std::vector<std::size_t> ra = strides_in(out, sa), rb = strides_in(out, sb);
+  const std::vector<std::size_t> ra = detail::broadcast_strides(out, sa),
+                                    rb = detail::broadcast_strides(out, sb);
   const std::size_t n = detail::shape_size(out);
   ca.engine->push(
       [=] {
