@@ -1,6 +1,8 @@
 // Engine::record and Engine::replay: the calling thread's pushes inside a region are kept,
-// body and all, and pushed again on replay (docs/design.md, "Segments").
+// body and all, and pushed again on replay; a segment whose ops all sit on one GPU stream
+// is replayed as one op that launches their work as one (docs/design.md, "Segments").
 #include <memory>
+#include <mutex>
 #include <new>
 #include <string>
 #include <unordered_set>
@@ -8,6 +10,7 @@
 #include <vector>
 
 #include "depengine/segment.h"
+#include "device/device_backend.h"
 #include "engine_core.h"
 #include "op.h"
 
@@ -29,6 +32,16 @@ struct SegmentData {
   std::vector<RecordedOp> ops;
   std::size_t inputs = 0;
   std::size_t outputs = 0;
+  // Every op synchronous and on one GPU stream (device, lane): a replay pushes one op that
+  // reads `reads` and writes `writes` and launches the ops' work as one (see StreamGraph).
+  bool one_stream = false;
+  PushOptions stream_options;
+  std::vector<Var> reads;
+  std::vector<Var> writes;
+  // Captured by the first replay on the stream's launcher thread; null when the stream
+  // cannot capture, and then each replay enqueues the ops' work in order.
+  mutable std::once_flag capture_once;
+  mutable std::unique_ptr<StreamGraph> graph;
 };
 
 namespace {
@@ -68,6 +81,28 @@ std::shared_ptr<OpFunction> make_shared_body(const BodyBuilder& body) {
   });
 }
 
+// The body of a one-stream segment's replay: its ops' bodies, in order, on the stream the
+// engine gives it, captured into a graph the first time when the stream can.
+class StreamSegmentBody final : public OpFunction {
+ public:
+  explicit StreamSegmentBody(std::shared_ptr<const SegmentData> d) : d_(std::move(d)) {}
+  void call(const RunContext& ctx, Completion*) override {
+    auto& stream = static_cast<DeviceStream&>(*ctx.stream);
+    std::call_once(d_->capture_once, [&] { d_->graph = stream.capture([&] { enqueue(ctx); }); });
+    if (d_->graph) {
+      d_->graph->launch();
+    } else {
+      enqueue(ctx);
+    }
+  }
+
+ private:
+  void enqueue(const RunContext& ctx) const {
+    for (const RecordedOp& op : d_->ops) op.body->call(ctx, nullptr);
+  }
+  std::shared_ptr<const SegmentData> d_;
+};
+
 void push_recorded(EngineCore& core, const RecordedOp& op) {
   core.push_now(body_builder<SharedBody>(op.body), op.async, op.reads, op.writes, op.options);
 }
@@ -85,6 +120,30 @@ void count_boundary(SegmentData& d) {
   }
   d.inputs = inputs.size();
   d.outputs = written.size();
+}
+
+void find_one_stream(SegmentData& d) {
+  if (d.ops.empty()) return;
+  const PushOptions& first = d.ops.front().options;
+  for (const RecordedOp& op : d.ops) {
+    if (op.async || !op.options.device.is_gpu() || op.options.device != first.device ||
+        op.options.lane != first.lane) {
+      return;
+    }
+  }
+  std::unordered_set<const VarState*> read, written;
+  for (const RecordedOp& op : d.ops) {
+    for (const Var& v : op.reads) {
+      if (read.insert(v.state()).second) d.reads.push_back(v);
+    }
+    for (const Var& v : op.writes) {
+      if (written.insert(v.state()).second) d.writes.push_back(v);
+    }
+  }
+  d.one_stream = true;
+  d.stream_options = PushOptions{.device = first.device, .lane = first.lane,
+                                 .priority = first.priority,
+                                 .name = "segment of " + std::to_string(d.ops.size()) + " ops"};
 }
 
 }  // namespace
@@ -127,6 +186,7 @@ Segment EngineCore::record(void (*call)(void*), void* fn) {
   call(fn);
   if (!rec.refused.empty()) throw Error(rec.refused);
   count_boundary(*data);
+  find_one_stream(*data);
   return Segment(std::move(data));
 }
 
@@ -136,6 +196,12 @@ void EngineCore::replay(const Segment& segment) {
   if (d == nullptr) throw Error("replay: the segment was not recorded (a default Segment)");
   if (d->engine != id_) throw Error("replay: the segment was recorded on another engine");
   const bool recording = recording_here();
+  if (d->one_stream && !recording) {
+    std::shared_ptr<const SegmentData> keep = segment.data_;
+    push_now(body_builder<StreamSegmentBody>(std::move(keep)), false, d->reads, d->writes,
+             d->stream_options);
+    return;
+  }
   for (const RecordedOp& op : d->ops) {
     push_recorded(*this, op);
     // Replayed inside a record region: the outer segment keeps the same ops.
@@ -156,6 +222,7 @@ std::vector<std::string> Segment::names() const {
 }
 
 std::size_t Segment::input_count() const noexcept { return data_ ? data_->inputs : 0; }
+bool Segment::one_stream() const noexcept { return data_ && data_->one_stream; }
 std::size_t Segment::output_count() const noexcept { return data_ ? data_->outputs : 0; }
 
 }  // namespace depengine

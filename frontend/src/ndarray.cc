@@ -186,7 +186,10 @@ Chunk::Chunk(Engine& e, std::size_t elements, Device d)
     DeviceBuffer* b = buffer;
     const std::size_t n = size;
     try {
-      e.push([b, n](const RunContext& ctx) { b->data = ops::cuda::allocate(ctx, n); }, {},
+      // Once: a segment that recorded this op (nd::record) runs it again on each replay.
+      e.push([b, n](const RunContext& ctx) {
+               if (!b->data) b->data = ops::cuda::allocate(ctx, n);
+             }, {},
              {var}, {.device = d, .lane = Lane::compute, .name = "allocate"});
     } catch (...) {
       delete b;

@@ -363,6 +363,83 @@ TEST_P(Segments, ExceptionFromTheRegionPropagatesAndItsPushesStand) {
   EXPECT_EQ(x, 9);
 }
 
+// A segment whose ops all sit on one GPU stream replays as one op launching their work in
+// stream order (a CUDA graph on a GPU): the same values as pushing them, with CPU pushes
+// interleaved.
+TEST_P(Segments, OneStreamSegmentOnTheSimulatedGpuEqualsPushes) {
+  std::vector<std::uint64_t> results[2];
+  for (int replay = 0; replay < 2; ++replay) {
+    auto e = make_engine(GetParam(), {.sim_gpus = 1});
+    Var a = e->new_var(), b = e->new_var(), c = e->new_var();
+    std::uint64_t va = 1, vb = 2, vc = 3;
+    const PushOptions gpu{.device = Device::gpu(0)};
+    auto step = [&] {
+      e->push([&](const RunContext& ctx) { ctx.stream->enqueue_host([&] { vb = mix(va, vb); }); },
+              {a}, {b}, gpu);
+      e->push([&](const RunContext& ctx) { ctx.stream->enqueue_host([&] { vc = mix(vb, vc); }); },
+              {b}, {c}, gpu);
+    };
+    Segment seg;
+    for (int i = 0; i < 6; ++i) {
+      if (!replay) {
+        step();
+      } else if (i == 0) {
+        seg = e->record(step);
+        EXPECT_TRUE(seg.one_stream());
+      } else {
+        e->replay(seg);
+      }
+      e->push([&, i] { va = mix(vc, static_cast<std::uint64_t>(i)); }, {c}, {a});
+    }
+    e->wait_all();
+    results[replay] = {va, vb, vc};
+  }
+  EXPECT_EQ(results[1], results[0]);
+}
+
+// Such a segment fails as a unit, as a graph launch does; a later good replay clears it.
+TEST_P(Segments, OneStreamSegmentFailsAsAUnit) {
+  auto e = make_engine(GetParam(), {.sim_gpus = 1});
+  Var a = e->new_var(), b = e->new_var();
+  std::atomic<bool> fail{false};
+  const PushOptions gpu{.device = Device::gpu(0)};
+  Segment seg = e->record([&] {
+    e->push([&](const RunContext& ctx) {
+      ctx.stream->enqueue_host([&] { if (fail) throw std::runtime_error("device fault"); });
+    }, {}, {a}, gpu);
+    e->push([](const RunContext& ctx) { ctx.stream->enqueue_host([] {}); }, {}, {b}, gpu);
+  });
+  e->wait_all();
+  fail = true;
+  e->replay(seg);
+  EXPECT_EQ(failure_of(*e, a), "device fault");
+  EXPECT_EQ(failure_of(*e, b), "device fault");
+  EXPECT_THROW(e->wait_all(), std::runtime_error);
+  fail = false;
+  e->replay(seg);
+  EXPECT_EQ(failure_of(*e, a), "");
+  EXPECT_EQ(failure_of(*e, b), "");
+  e->wait_all();
+}
+
+TEST_P(Segments, MixedOrAsyncSegmentsAreNotOneStream) {
+  auto e = make_engine(GetParam(), {.sim_gpus = 2});
+  Var v = e->new_var();
+  auto gpu_op = [&](int g, Lane lane) {
+    e->push([](const RunContext& ctx) { ctx.stream->enqueue_host([] {}); }, {}, {v},
+            {.device = Device::gpu(g), .lane = lane});
+  };
+  EXPECT_FALSE(e->record([&] { gpu_op(0, Lane::compute); e->push([] {}, {}, {v}); }).one_stream());
+  EXPECT_FALSE(e->record([&] { gpu_op(0, Lane::compute); gpu_op(1, Lane::compute); }).one_stream());
+  EXPECT_FALSE(e->record([&] { gpu_op(0, Lane::compute); gpu_op(0, Lane::copy_to_device); }).one_stream());
+  EXPECT_FALSE(e->record([&] {
+    e->push_async([](const RunContext&, Completion done) { done(); }, {}, {v}, {.device = Device::gpu(0)});
+  }).one_stream());
+  EXPECT_FALSE(e->record([] {}).one_stream());
+  EXPECT_TRUE(e->record([&] { gpu_op(1, Lane::priority); gpu_op(1, Lane::priority); }).one_stream());
+  e->wait_all();
+}
+
 INSTANTIATE_TEST_SUITE_P(Engines, Segments, kAllEngines, param_name);
 
 }  // namespace

@@ -40,6 +40,13 @@ class Segment {
   // writes: its boundary with the pushes around it.
   std::size_t input_count() const noexcept;
   std::size_t output_count() const noexcept;
+  // True when every op is synchronous and sits on one GPU stream (one device and lane).
+  // Such a segment replays as one op on that stream that launches the ops' work as one: a
+  // CUDA graph captured by the first replay (on the simulated device, or when the work
+  // cannot be captured, the ops' bodies enqueue their work in stream order). It then
+  // counts as one op for back-pressure and observers, and fails as a unit, as a graph
+  // launch does: an op that fails fails every var the segment writes.
+  bool one_stream() const noexcept;
 
  private:
   friend class detail::EngineCore;
