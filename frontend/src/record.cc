@@ -7,7 +7,12 @@
 #include <string>
 #include <utility>
 
+#include "depengine/config.h"
 #include "internal.h"
+
+#if DEPENGINE_HAS_CUDA
+#include "depengine/ops/cuda.h"
+#endif
 
 namespace depengine::nd {
 
@@ -28,17 +33,26 @@ const Segment::Data& data_of(const std::shared_ptr<const Segment::Data>& d, cons
   return *d;
 }
 
-// Pushes dst <- src (same size, same device, CPU or simulated GPU).
+// Pushes dst <- src (same size, same device). On a GPU it goes on the compute stream, where
+// the recorded ops run, so that a one-stream segment stays on one stream.
 void push_copy(Engine& e, Chunk& dst, const Chunk& src, std::size_t index) {
   const detail::Ptr to = detail::ptr(dst), from = detail::ptr(src);
   const std::size_t bytes = dst.size * sizeof(float);
-  auto copy = [to, from, bytes] { std::memcpy(to.get(), from.get(), bytes); };
   const std::string name = "replay_input" + std::to_string(index);
+#if DEPENGINE_HAS_CUDA
+  if (dst.device.is_gpu() && !dst.simulated) {
+    const std::size_t n = dst.size;
+    e.push([to, from, n](const RunContext& ctx) { ops::cuda::copy(ctx, from.get(), to.get(), n); },
+           {src.var}, {dst.var}, {.device = dst.device, .lane = Lane::compute, .name = name});
+    return;
+  }
+#endif
+  auto copy = [to, from, bytes] { std::memcpy(to.get(), from.get(), bytes); };
   if (dst.device.is_cpu()) {
     e.push(copy, {src.var}, {dst.var}, {.name = name});
   } else {
     e.push([copy](const RunContext& ctx) { ctx.stream->enqueue_host(copy); }, {src.var},
-           {dst.var}, {.device = dst.device, .lane = Lane::copy_to_device, .name = name});
+           {dst.var}, {.device = dst.device, .lane = Lane::compute, .name = name});
   }
 }
 
@@ -97,12 +111,7 @@ void replay(const Segment& segment, const std::vector<NDArray>& inputs) {
       throw Error(which + " is on " + c.device.str() + ", the segment was recorded on " +
                   recorded.device().str());
     }
-    if (&c == ArrayInternals::chunk(recorded)) continue;
-    if (c.device.is_gpu() && !c.simulated) {
-      throw Error(which + " is a different CUDA array than the recorded one; write the new "
-                  "values into the recorded input instead");
-    }
-    copies.push_back(i);
+    if (&c != ArrayInternals::chunk(recorded)) copies.push_back(i);
   }
   for (std::size_t i : copies) {
     push_copy(*d.engine, *ArrayInternals::chunk(d.inputs[i]), *ArrayInternals::chunk(inputs[i]), i);
