@@ -1,6 +1,7 @@
 // Per-op cost of pushing a segment of ops eagerly against replaying it recorded
 // (Engine::record / Engine::replay), on the Task Bench patterns of the engine benchmark
-// (chain, independent, random DAG) with empty bodies, so the figures are engine overhead.
+// (chain, independent, random DAG) with empty bodies, so the figures are engine overhead,
+// and on a chain of ops on one simulated GPU stream (a one-stream segment: one op per replay).
 // Each iteration pushes (or replays) the segment and waits for it. After the runs, a table
 // gives the median ns per op (1 core = 1 worker) of each and the ratio eager / replay, from this one run.
 //
@@ -71,6 +72,34 @@ void BM_Segment(benchmark::State& state, std::string kind, Shape shape, bool rep
       benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 
+// A chain of ops on one simulated GPU stream, each enqueueing an empty host function: eager,
+// every op goes through the engine; replayed, the segment is one op whose body enqueues the
+// work in stream order (the path a CUDA graph takes on a GPU).
+void BM_SimGpuChain(benchmark::State& state, bool replay) {
+  const int threads = static_cast<int>(state.range(0));
+  auto engine = Engine::create("threaded", {.cpu_threads = threads, .sim_gpus = 1});
+  const Var v = engine->new_var();
+  auto push_all = [&] {
+    for (int k = 0; k < kOps; ++k) {
+      engine->push([](const depengine::RunContext& ctx) { ctx.stream->enqueue_host([] {}); }, {},
+                   {v}, {.device = depengine::Device::gpu(0)});
+    }
+  };
+  depengine::Segment recorded = engine->record(push_all);
+  engine->wait_all();
+  for (auto _ : state) {
+    if (replay) {
+      engine->replay(recorded);
+    } else {
+      push_all();
+    }
+    engine->wait_all();
+  }
+  state.counters["s_per_op"] = benchmark::Counter(
+      static_cast<double>(kOps) * static_cast<double>(state.iterations()),
+      benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+
 // Keeps each benchmark's median ns_per_op for the closing table.
 class MedianReporter : public benchmark::ConsoleReporter {
  public:
@@ -107,6 +136,12 @@ int main(int argc, char** argv) {
         }
       }
     }
+  }
+  rows.push_back("threaded/simgpu_chain/" + std::to_string(cores));
+  for (bool replay : {false, true}) {
+    const std::string name = std::string(replay ? "replay/" : "eager/") + rows.back();
+    benchmark::RegisterBenchmark(name.c_str(), BM_SimGpuChain, replay)->Arg(cores)->Unit(
+        benchmark::kMillisecond);
   }
   benchmark::Initialize(&argc, argv);
   MedianReporter reporter;

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <ostream>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -138,6 +139,9 @@ Outcome run(Engine& e, Program& p, int steps, bool replay) {
 struct ReplayParam {
   EngineParam engine;
   bool gpus;
+  friend void PrintTo(const ReplayParam& p, std::ostream* os) {
+    *os << p.engine.kind << "/" << p.engine.threads << (p.gpus ? "/simgpu" : "");
+  }
 };
 
 class ReplayEqualsPush : public testing::TestWithParam<ReplayParam> {};

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,9 @@ struct Param {
   int threads;
   bool gpu;
   bool cuda = false;  // a CUDA device (skipped when none), else the simulated one
+  friend void PrintTo(const Param& p, std::ostream* os) {
+    *os << p.kind << "/" << p.threads << (p.cuda ? "/cuda" : p.gpu ? "/simgpu" : "");
+  }
 };
 
 class Record : public testing::TestWithParam<Param> {
