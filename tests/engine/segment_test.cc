@@ -367,6 +367,27 @@ TEST_P(Segments, ExceptionFromTheRegionPropagatesAndItsPushesStand) {
   EXPECT_EQ(x, 9);
 }
 
+TEST_P(Segments, OneSegmentReplayedFromSeveralThreads) {
+  auto e = make_engine(GetParam());
+  Var v = e->new_var();
+  std::atomic<int> runs{0};
+  long total = 0;  // written only by the ops that write v, which the engine serializes
+  Segment seg = e->record([&] {
+    e->push([&] { runs.fetch_add(1); }, {}, {});
+    e->push([&] { ++total; }, {}, {v});
+  });
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 3; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 50; ++i) e->replay(seg);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  e->wait_all();
+  EXPECT_EQ(runs.load(), 151);
+  EXPECT_EQ(total, 151);
+}
+
 // A segment whose ops all sit on one GPU stream replays as one op launching their work in
 // stream order (a CUDA graph on a GPU): the same values as pushing them, with CPU pushes
 // interleaved.
