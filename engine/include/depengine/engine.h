@@ -219,9 +219,10 @@ class Engine {
   // Pushes the ops of `segment` again, in their order, exactly as if they were pushed at
   // this point (ordering, failures, waits and back-pressure as for push); the bodies are
   // the recorded ones, so a body runs once per replay and two replays of an op that writes
-  // nothing may run it concurrently. Throws Error for a segment not recorded on this engine
-  // and, as push does, for a var deleted since (the ops before it are pushed, as they
-  // would have been). Thread-safe.
+  // nothing may run it concurrently. A segment whose ops all sit on one GPU stream
+  // replays as one op launching their work as one (a CUDA graph; Segment::one_stream).
+  // Throws Error for a segment not recorded on this engine and, as push does, for a var
+  // deleted since (the ops before it are pushed, as they would have been). Thread-safe.
   //   for (int i = 0; i < steps; ++i) e->replay(seg);
   virtual void replay(const Segment& segment) = 0;
 
