@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """The Fashion-MNIST MLP (784-256-10, batch 256) side by side, in one run on one machine:
-depengine's threaded engine, its naive engine fully serial (--threads 1) and with parallel
+depengine's threaded engine (pushing each step, and replaying it recorded: --replay), its naive engine fully serial (--threads 1) and with parallel
 kernels (the default), NumPy (synchronous, OpenBLAS on every core) and MXNet 1.9.1's
 threaded engine (when bench/peers/setup-mxnet.sh could install it). The runtimes take
 turns, round by round, so a noisy moment hits all of them; each figure is the median over
@@ -33,6 +33,7 @@ def runtimes(build, epochs):
     cores = os.cpu_count() or 1
     out = [
         ("depengine threaded", train + ["--engine", "threaded"], None),
+        ("depengine threaded, --replay", train + ["--engine", "threaded", "--replay"], None),
         ("depengine naive, 1 thread", train + ["--engine", "naive", "--threads", "1"], None),
         ("depengine naive, parallel kernels", train + ["--engine", "naive"], None),
         ("numpy", ["/usr/bin/python3", os.path.join(ROOT, "bench/peers/mlp_numpy.py"),

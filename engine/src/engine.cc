@@ -169,11 +169,19 @@ class EngineHandle final : public Engine {
   }
 
   Var new_var() override { return core_->new_var(); }
-  void wait_to_read(const Var& v) override { core_->wait_to_read(v); }
-  void wait_all() override { core_->wait_all(); }
+  void wait_to_read(const Var& v) override {
+    core_->check_not_recording("wait_to_read");
+    core_->wait_to_read(v);
+  }
+  void wait_all() override {
+    core_->check_not_recording("wait_all");
+    core_->wait_all();
+  }
   void delete_var(const Var& v, std::function<void()> on_deleted) override {
+    core_->check_not_recording("delete_var");
     core_->delete_var(v, std::move(on_deleted));
   }
+  void replay(const Segment& segment) override { core_->replay(segment); }
   std::string_view kind() const noexcept override { return core_->kind(); }
   int cpu_threads() const noexcept override { return core_->cpu_threads(); }
   std::size_t max_inflight() const noexcept override { return core_->max_inflight(); }
@@ -188,6 +196,9 @@ class EngineHandle final : public Engine {
   void push_op(const BodyBuilder& body, bool async, VarList reads, VarList writes,
                PushOptions options) override {
     core_->push(body, async, reads, writes, std::move(options));
+  }
+  Segment record_region(void (*call)(void*), void* fn) override {
+    return core_->record(call, fn);
   }
 
  private:

@@ -41,6 +41,15 @@ class EngineCore : public OpSink {
   void push(const BodyBuilder& body, bool async, VarList reads, VarList writes,
             PushOptions options) {
     check_not_in_observer(async ? "push_async" : "push");
+    if (recording_here()) {
+      record_push(body, async, reads, writes, std::move(options));
+      return;
+    }
+    push_now(body, async, reads, writes, std::move(options));
+  }
+  // push without the recording check (segment.cc pushes recorded ops through it).
+  void push_now(const BodyBuilder& body, bool async, VarList reads, VarList writes,
+                PushOptions options) {
     OpPtr op = make_op(this, body, async, std::move(options), reads, writes, id_);
     if (op->opts.device.is_gpu()) check_gpu_queue(op->opts.device, op->opts.lane);
     submit(std::move(op), nullptr);
@@ -49,6 +58,14 @@ class EngineCore : public OpSink {
     check_not_in_observer("delete_var");
     submit(make_delete_op(this, v, std::move(on_deleted), id_), v.state());
   }
+  // Engine::record and Engine::replay (segment.cc).
+  Segment record(void (*call)(void*), void* fn);
+  void replay(const Segment& segment);
+  // True when the calling thread records this engine's pushes (not inside an op).
+  bool recording_here() const noexcept;
+  // Throws Error when the calling thread is recording this engine: `what` cannot replay.
+  void check_not_recording(const char* what) const;
+
   virtual void wait_to_read(const Var& v) = 0;
   virtual void wait_all() = 0;
 
@@ -106,6 +123,9 @@ class EngineCore : public OpSink {
   virtual void submit(OpPtr op, VarState* to_delete) = 0;
 
  private:
+  void record_push(const BodyBuilder& body, bool async, VarList reads, VarList writes,
+                   PushOptions options);
+
   const std::uint64_t id_;
   std::atomic<std::size_t> peak_{0};
   std::mutex failure_mu_;

@@ -87,7 +87,12 @@ struct ArrayInternals {
   static NDArray make(Engine& e, Shape shape, Device device, const char* op);
   static NDArray view(const NDArray& a, Shape shape) { return NDArray(a.chunk_, std::move(shape)); }
   static Chunk* chunk(const NDArray& a) noexcept { return a.chunk_.get(); }
+  static const std::shared_ptr<Chunk>& shared_chunk(const NDArray& a) noexcept { return a.chunk_; }
 };
+
+// nd::record (record.cc): while set on this thread, every chunk made (ArrayInternals::make)
+// or used by an op (require) is kept here, so that a segment's arrays outlive its region.
+inline thread_local std::vector<std::shared_ptr<Chunk>>* t_recorded_chunks = nullptr;
 
 // The element count of `shape`, checked: the one check every shape made by the frontend
 // passes (ArrayInternals::make, reshape, array). Throws Error "<op>: shape (...) ..." when

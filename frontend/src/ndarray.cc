@@ -186,7 +186,10 @@ Chunk::Chunk(Engine& e, std::size_t elements, Device d)
     DeviceBuffer* b = buffer;
     const std::size_t n = size;
     try {
-      e.push([b, n](const RunContext& ctx) { b->data = ops::cuda::allocate(ctx, n); }, {},
+      // Once: a segment that recorded this op (nd::record) runs it again on each replay.
+      e.push([b, n](const RunContext& ctx) {
+               if (!b->data) b->data = ops::cuda::allocate(ctx, n);
+             }, {},
              {var}, {.device = d, .lane = Lane::compute, .name = "allocate"});
     } catch (...) {
       delete b;
@@ -269,7 +272,9 @@ NDArray ArrayInternals::make(Engine& e, Shape shape, Device device, const char* 
 #else
   using Alloc = tbb::scalable_allocator<Chunk>;
 #endif
-  return NDArray(std::allocate_shared<Chunk>(Alloc{}, e, n, device), std::move(shape));
+  NDArray out(std::allocate_shared<Chunk>(Alloc{}, e, n, device), std::move(shape));
+  if (t_recorded_chunks) t_recorded_chunks->push_back(out.chunk_);
+  return out;
 }
 
 std::size_t checked_size(const Shape& shape, const char* op) {
@@ -309,6 +314,7 @@ std::size_t shape_size(const Shape& shape) noexcept {
 Chunk& require(const NDArray& a, const char* op) {
   Chunk* c = ArrayInternals::chunk(a);
   if (!c) throw Error(std::string(op) + ": the array is null (default-constructed)");
+  if (t_recorded_chunks) t_recorded_chunks->push_back(ArrayInternals::shared_chunk(a));
   return *c;
 }
 

@@ -13,12 +13,12 @@ import atexit as _atexit
 
 from . import _depengine
 from ._depengine import (Completion, Device, Engine, Error, Graph, GraphAnalysis, Program,
-                         Recording, Var, current_engine, engine, load_program, parse_program,
+                         Recording, Segment, Var, current_engine, engine, load_program, parse_program,
                          profile, record)
 from . import np, npx
 
 __all__ = ["Completion", "Device", "Engine", "Error", "Graph", "GraphAnalysis", "Program",
-           "Recording", "Var", "current_engine", "engine", "load_program", "parse_program",
+           "Recording", "Segment", "Var", "current_engine", "engine", "load_program", "parse_program",
            "profile", "record", "np", "npx"]
 
 # Before the interpreter finalizes: wait for every engine Python used, then keep engine

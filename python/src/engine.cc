@@ -1,5 +1,6 @@
 // depengine.Engine, Var, Completion and the Python ops pushed to them.
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
 #include <nanobind/stl/unique_ptr.h>
 
 #include <algorithm>
@@ -7,6 +8,7 @@
 #include <mutex>
 
 #include "binding.h"
+#include "depengine/record.h"
 #include "gil.h"
 
 namespace depengine::python {
@@ -27,22 +29,26 @@ struct EngineRef {
 // it); scopes are kept per thread and must close in reverse order.
 thread_local std::vector<std::pair<Engine*, std::unique_ptr<EngineScope>>> t_scopes;
 
+// Inside Engine.record / depengine.record on this thread: the Python ops pushed now are
+// kept by a segment and called again by its replays, so they keep their callable.
+thread_local int t_recording = 0;
+
 // Calls the Python callable `f` (with the result of `arg()` when given) on the calling
-// thread, taking the GIL, and drops `f` while it holds it; a Python exception becomes a
-// PyOpError.
+// thread, taking the GIL, and drops `f` while it holds it unless `keep` (a recorded op, run
+// again by replays); a Python exception becomes a PyOpError.
 template <class Arg>
-void call_python(PyRef& f, const std::string& name, Arg&& arg) {
+void call_python(PyRef& f, const std::string& name, Arg&& arg, bool keep = false) {
   const bool ran = with_gil([&] {
     nb::object a = arg();
     PyObject* r = a.is_valid() ? PyObject_CallOneArg(f.get(), a.ptr())
                                : PyObject_CallNoArgs(f.get());
     if (!r) {
       PyOpError e = PyOpError::fetch();
-      f.reset();
+      if (!keep) f.reset();
       throw e;
     }
     Py_DECREF(r);
-    f.reset();
+    if (!keep) f.reset();
   });
   if (!ran) throw python_finalizing(name);
 }
@@ -83,7 +89,9 @@ void push(EngineRef& self, nb::handle fn, nb::handle reads, nb::handle writes,
           std::string name, int priority) {
   PyRef f = callable(fn, "push");
   const std::vector<Var> r = to_vars(reads, "reads"), w = to_vars(writes, "writes");
-  auto body = [f = std::move(f), name]() mutable { call_python(f, name, [] { return nb::object(); }); };
+  auto body = [f = std::move(f), name, keep = t_recording > 0]() mutable {
+    call_python(f, name, [] { return nb::object(); }, keep);
+  };
   Engine& e = *self.e;
   maybe_released(push_may_block(e), [&] { e.push(std::move(body), r, w, push_options(name, priority)); });
 }
@@ -92,12 +100,66 @@ void push_async(EngineRef& self, nb::handle fn, nb::handle reads, nb::handle wri
                 std::string name, int priority) {
   PyRef f = callable(fn, "push_async");
   const std::vector<Var> r = to_vars(reads, "reads"), w = to_vars(writes, "writes");
-  auto body = [f = std::move(f), name](Completion done) mutable {
-    call_python(f, name, [&] { return nb::cast(Done{std::move(done)}); });
+  auto body = [f = std::move(f), name, keep = t_recording > 0](Completion done) mutable {
+    call_python(f, name, [&] { return nb::cast(Done{std::move(done)}); }, keep);
   };
   Engine& e = *self.e;
   maybe_released(push_may_block(e),
                  [&] { e.push_async(std::move(body), r, w, push_options(name, priority)); });
+}
+
+// Calls the Python callable `fn` with no arguments (GIL held) inside a record region; its
+// exception propagates as it is.
+void call_in_region(nb::handle fn) {
+  ++t_recording;
+  struct Leave {
+    ~Leave() { --t_recording; }
+  } leave;
+  nb::object r = nb::borrow(fn)();
+}
+
+Segment record(EngineRef& self, nb::handle fn) {
+  PyRef f = callable(fn, "record");
+  return self.e->record([&] { call_in_region(fn); });
+}
+
+void replay(EngineRef& self, const Segment& seg) {
+  Engine& e = *self.e;
+  maybe_released(push_may_block(e), [&] { e.replay(seg); });
+}
+
+nd::Segment record_arrays(nb::handle fn, nb::handle inputs) {
+  PyRef f = callable(fn, "record");
+  std::vector<NDArray> in;
+  if (!inputs.is_none()) {
+    for (nb::handle h : nb::borrow<nb::sequence>(inputs)) {
+      if (!nb::isinstance<NDArray>(h)) {
+        throw nb::type_error(("record: inputs must be ndarrays, got " +
+                              std::string(Py_TYPE(h.ptr())->tp_name)).c_str());
+      }
+      in.push_back(nb::cast<const NDArray&>(h));
+    }
+  }
+  register_engine(&current_engine());
+  return nd::record(std::move(in), [&] { call_in_region(fn); });
+}
+
+void replay_arrays(const nd::Segment& seg, nb::handle inputs) {
+  if (!seg) throw Error("replay: the segment was not recorded");
+  const Engine& e = current_engine();
+  if (inputs.is_none()) {
+    maybe_released(push_may_block(e), [&] { nd::replay(seg); });
+    return;
+  }
+  std::vector<NDArray> in;
+  for (nb::handle h : nb::borrow<nb::sequence>(inputs)) {
+    if (!nb::isinstance<NDArray>(h)) {
+      throw nb::type_error(("replay: inputs must be ndarrays, got " +
+                            std::string(Py_TYPE(h.ptr())->tp_name)).c_str());
+    }
+    in.push_back(nb::cast<const NDArray&>(h));
+  }
+  maybe_released(push_may_block(e), [&] { nd::replay(seg, in); });
 }
 
 Var one_var(nb::handle v, const char* what) {
@@ -187,6 +249,15 @@ void bind_engine(nb::module_& m) {
                    "or done(exc) with the exception that failed it. Callable from any thread.")
       .def("__call__", &Done::call, nb::arg("exc") = nb::none());
 
+  nb::class_<Segment>(m, "Segment",
+                      "The ops one thread pushed inside Engine.record(fn); Engine.replay "
+                      "pushes them again, as if pushed at that point.")
+      .def("__len__", &Segment::size)
+      .def_prop_ro("names", &Segment::names)
+      .def_prop_ro("input_count", &Segment::input_count)
+      .def_prop_ro("output_count", &Segment::output_count)
+      .def("__repr__", [](const Segment& s) { return "Segment(" + std::to_string(s.size()) + " ops)"; });
+
   nb::class_<EngineRef>(m, "Engine",
                         "A dependency engine: Engine('threaded' | 'naive', cpu_threads=0, "
                         "max_inflight=0, sim_gpus=0). 0 takes the environment's value or the "
@@ -223,6 +294,11 @@ void bind_engine(nb::module_& m) {
            nb::arg("writes") = nb::tuple(), nb::kw_only(), nb::arg("name") = "python",
            nb::arg("priority") = 0,
            "Pushes fn(done); the op ends when done() or done(exc) is called, from any thread.")
+      .def("record", &record, nb::arg("fn"),
+           "Runs fn() now and returns the ops it pushed to this engine as a Segment; a wait "
+           "or delete_var inside fn is an Error.")
+      .def("replay", &replay, nb::arg("segment"),
+           "Pushes the ops of a Segment recorded on this engine again.")
       .def("wait_to_read",
            [](EngineRef& s, nb::handle v) {
              Var var = one_var(v, "wait_to_read");
@@ -265,6 +341,20 @@ void bind_engine(nb::module_& m) {
           return EngineRef{&e};
         },
         "The engine np creation functions push to on this thread.");
+}
+
+void bind_array_segments(nb::module_& npx) {
+  nb::class_<nd::Segment>(npx, "Segment",
+                          "Array ops recorded by npx.record(fn, inputs); npx.replay(seg, "
+                          "inputs) runs them again.")
+      .def("__len__", [](const nd::Segment& s) { return s.ops().size(); })
+      .def_prop_ro("inputs", [](const nd::Segment& s) { return s.inputs(); });
+  npx.def("record", &record_arrays, nb::arg("fn"), nb::arg("inputs") = nb::none(),
+          "Runs fn() once, recording the array ops it pushes to the current engine; `inputs` "
+          "are the arrays a replay may rebind. Blocking inside fn is an Error.");
+  npx.def("replay", &replay_arrays, nb::arg("segment"), nb::arg("inputs") = nb::none(),
+          "Replays a recorded npx.Segment; new inputs (same shapes) are copied into the "
+          "recorded ones first.");
 }
 
 }  // namespace depengine::python

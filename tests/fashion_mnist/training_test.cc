@@ -101,11 +101,12 @@ struct Trained {
 
 // Small by default; `wide` makes images of 16×16 and 300 hidden units, so the GEMMs are
 // split into tiles that run in parallel.
-Trained train(Engine& engine, ModelKind kind, int epochs, bool wide = false) {
+// `replay`: steps recorded once per batch buffer and epoch, then replayed.
+Trained train(Engine& engine, ModelKind kind, int epochs, bool wide = false, bool replay = false) {
   const std::size_t side = wide ? 16 : 4;
   Trainer t(engine, synthetic(300, 1, side), synthetic(100, 2, side),
             {.model = kind, .hidden = wide ? 300u : 32u, .batch = wide ? 64u : 32u, .lr = 0.1f,
-             .seed = 5, .eval_batch = 40});
+             .seed = 5, .eval_batch = 40, .replay = replay});
   Trained r;
   for (int e = 0; e < epochs; ++e) {
     const EpochStats s = t.train_epoch(e);
@@ -139,6 +140,32 @@ TEST_P(Determinism, SameWeightsOnEveryEngineAndWorkerCount) {
     EXPECT_EQ(run.losses, ref.losses);
     EXPECT_EQ(run.test_accuracy, ref.test_accuracy);
   }
+}
+
+// Replayed steps (300 examples in batches of 64: four full buffers' worth and a short last
+// batch, over two epochs with different learning rates) give the weights and losses of
+// pushed steps, bitwise, on the naive and threaded engines.
+TEST_P(Determinism, ReplayedStepsEqualPushedSteps) {
+  auto naive = Engine::create("naive");
+  const Trained ref = train(*naive, GetParam(), 2, true);
+  for (const char* kind : {"naive", "threaded"}) {
+    auto e = Engine::create(kind, {.cpu_threads = 2});
+    const Trained run = train(*e, GetParam(), 2, true, true);
+    ASSERT_EQ(run.params.size(), ref.params.size());
+    for (std::size_t p = 0; p < ref.params.size(); ++p) {
+      EXPECT_TRUE(bitwise_equal(run.params[p], ref.params[p]))
+          << "parameter " << p << " differs on " << kind;
+    }
+    EXPECT_EQ(run.losses, ref.losses);
+    EXPECT_EQ(run.test_accuracy, ref.test_accuracy);
+  }
+}
+
+TEST(Training, ReplayNeedsMoreBufferThanLag) {
+  auto engine = Engine::create("naive");
+  EXPECT_THROW(Trainer(*engine, synthetic(30, 1), synthetic(10, 2),
+                       {.prefetch = 1, .lag = 2, .replay = true}),
+               Error);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, Determinism,

@@ -42,7 +42,7 @@ void usage() {
       "usage: depengine train [--model softmax|mlp] [--epochs N] [--batch B]\n"
       "                       [--engine naive|threaded] [--threads N] [--lr LR]\n"
       "                       [--lr-decay D] [--seed S] [--hidden H] [--data DIR]\n"
-      "                       [--profile]\n"
+      "                       [--profile] [--replay]\n"
       "  trains on Fashion-MNIST (IDX files in DIR, default\n"
       "  %s) and prints per epoch the loss, train and\n"
       "  test accuracy, examples/s and the share of the epoch the compute lane (model\n"
@@ -53,7 +53,9 @@ void usage() {
       "  hidden width 256 (1 to %zu).\n"
       "  --profile also records each epoch's dependency graph (work, span and\n"
       "  parallelism = work/span from measured op times) and prints the profiler's\n"
-      "  tables (per op name, lane, worker) of the last epoch.\n",
+      "  tables (per op name, lane, worker) of the last epoch.\n"
+      "  --replay records the training step once per batch buffer and epoch\n"
+      "  (nd::record) and replays it for the other batches (same results).\n",
       fm::kDefaultDir, kMaxEpochs, kMaxBatch, kMaxLr, kMaxHidden);
 }
 
@@ -64,6 +66,7 @@ Options parse(const Args& args) {
   Options o;
   o.profile = args.has("--profile");
   o.train.record_graph = o.profile;
+  o.train.replay = args.has("--replay");
   if (args.has("--model")) {
     o.train.model = fm::parse_model_kind(args.choice("--model", "", {"softmax", "mlp"}));
   }
@@ -111,7 +114,7 @@ int train(int argc, char** argv) {
   const Options o = parse(Args(argc, argv,
                                {"--model", "--epochs", "--batch", "--engine", "--threads", "--lr",
                                 "--lr-decay", "--seed", "--hidden", "--data"},
-                               {"--profile"}));
+                               {"--profile", "--replay"}));
 
   auto train_set = std::make_shared<const fm::Dataset>(fm::load(o.data, fm::Split::train));
   auto test_set = std::make_shared<const fm::Dataset>(fm::load(o.data, fm::Split::test));
@@ -120,12 +123,12 @@ int train(int argc, char** argv) {
 
   std::printf("depengine train: %s on Fashion-MNIST (%zu train, %zu test), batch %zu, lr %g "
               "(x%g per epoch), seed %llu\n"
-              "engine %s, %d CPU workers, %u cores; %zu batches per epoch\n\n",
+              "engine %s, %d CPU workers, %u cores; %zu batches per epoch%s\n\n",
               fm::model_kind_name(o.train.model), train_set->size(), test_set->size(),
               o.train.batch, static_cast<double>(o.train.lr), static_cast<double>(o.train.lr_decay),
               static_cast<unsigned long long>(o.train.seed), o.engine.c_str(),
               engine->cpu_threads(), std::thread::hardware_concurrency(),
-              trainer.batches_per_epoch());
+              trainer.batches_per_epoch(), o.train.replay ? "; steps replayed" : "");
   std::printf("%5s %8s %9s %9s %10s %10s %9s %9s\n", "epoch", "loss", "train acc", "test acc",
               "examples/s", "epoch s", "compute", "pipeline");
   double total_examples = 0, total_seconds = 0;

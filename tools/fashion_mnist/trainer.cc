@@ -5,11 +5,13 @@
 #include <deque>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "depengine/graph.h"
 #include "depengine/nn.h"
 #include "depengine/observer_fanout.h"
 #include "depengine/profiler.h"
+#include "depengine/record.h"
 
 namespace depengine::fashion_mnist {
 namespace {
@@ -64,6 +66,10 @@ Trainer::Trainer(Engine& engine, std::shared_ptr<const Dataset> train,
   if (config_.prefetch < 0 || config_.lag < 0) {
     throw Error("Trainer: prefetch and lag must not be negative");
   }
+  if (config_.replay && config_.lag >= config_.prefetch + 1) {
+    throw Error("Trainer: replay needs lag < prefetch + 1 (a batch buffer's step outputs are "
+                "rewritten by its next replay, before the loop would read them)");
+  }
   if (!(config_.lr > 0.0f)) throw Error("Trainer: the learning rate must be positive");
   if (!(config_.lr_decay > 0.0f && config_.lr_decay <= 1.0f)) {
     throw Error("Trainer: the learning-rate decay must be in (0, 1]");
@@ -92,6 +98,27 @@ EpochStats Trainer::train_epoch(int epoch,
     Model::Step step;
     std::size_t rows;
   };
+  // With replay: the step recorded for each batch buffer this epoch (the learning rate is
+  // part of it), keyed by the buffer's var, and the arrays its replays rewrite.
+  struct Recorded {
+    std::uint64_t buffer;
+    nd::Segment segment;
+    Model::Step out;
+  };
+  std::vector<Recorded> recorded;
+  auto train_step = [&](const BatchPipeline::Batch& b) -> Model::Step {
+    if (!config_.replay) return model_.train_step(b.x, b.y, lr);
+    for (const Recorded& r : recorded) {
+      if (r.buffer == b.x.var().id()) {
+        nd::replay(r.segment, {b.x, b.y});
+        return r.out;
+      }
+    }
+    Recorded r{b.x.var().id(), {}, {}};
+    r.segment = nd::record({b.x, b.y}, [&] { r.out = model_.train_step(b.x, b.y, lr); });
+    recorded.push_back(r);
+    return r.out;
+  };
   std::deque<InFlight> in_flight;
   double loss_sum = 0, correct = 0;
   std::size_t done = 0;
@@ -106,7 +133,7 @@ EpochStats Trainer::train_epoch(int epoch,
     if (k + prefetch < nb) ready.push_back(train_pipe_.assemble(k + prefetch));
     const BatchPipeline::Batch b = prefetch == 0 ? train_pipe_.assemble(k) : ready.front();
     if (prefetch > 0) ready.pop_front();
-    in_flight.push_back({model_.train_step(b.x, b.y, lr), b.x.shape()[0]});
+    in_flight.push_back({train_step(b), b.x.shape()[0]});
     while (in_flight.size() > static_cast<std::size_t>(config_.lag)) collect();
   }
   while (!in_flight.empty()) collect();

@@ -41,6 +41,10 @@ struct TrainConfig {
   std::size_t eval_batch = 1000;
   // Also record each epoch's dependency graph and analyze it (EpochStats::parallelism).
   bool record_graph = false;
+  // Record the step once per batch buffer and epoch (nd::record) and replay it for the
+  // later batches in that buffer; the same values as pushing every step. Needs
+  // lag < prefetch + 1: a buffer's step outputs are rewritten by its next replay.
+  bool replay = false;
   Normalization norm{};
 };
 

@@ -16,6 +16,7 @@
 #include "depengine/device.h"
 #include "depengine/error.h"
 #include "depengine/observer.h"
+#include "depengine/segment.h"
 #include "depengine/stream.h"
 #include "depengine/var.h"
 
@@ -202,6 +203,29 @@ class Engine {
   // done, then drops the bookkeeping. Later use of `v` throws Error.
   virtual void delete_var(const Var& v, std::function<void()> on_deleted = {}) = 0;
 
+  // Runs `fn()` on the calling thread, as usual, and returns the ops it pushed to this
+  // engine (not those its ops push, nor other threads') as a Segment that replay() pushes
+  // again. Throws Error, after `fn` returns or throws, when `fn` did what a replay cannot
+  // repeat: wait_to_read, wait_all or delete_var on this engine (an implicit blocker
+  // included; the call itself throws and does nothing), a nested record on this thread; or
+  // when called from inside a running op or an observer. Thread-safe; one record at a time
+  // per thread.
+  //   depengine::Segment seg = e->record([&] { step(x, w, y); });
+  template <class F>
+  Segment record(F&& fn) {
+    return record_region([](void* f) { (*static_cast<std::remove_reference_t<F>*>(f))(); },
+                         const_cast<void*>(static_cast<const void*>(&fn)));
+  }
+  // Pushes the ops of `segment` again, in their order, exactly as if they were pushed at
+  // this point (ordering, failures, waits and back-pressure as for push); the bodies are
+  // the recorded ones, so a body runs once per replay and two replays of an op that writes
+  // nothing may run it concurrently. A segment whose ops all sit on one GPU stream
+  // replays as one op launching their work as one (a CUDA graph; Segment::one_stream).
+  // Throws Error for a segment not recorded on this engine and, as push does, for a var
+  // deleted since (the ops before it are pushed, as they would have been). Thread-safe.
+  //   for (int i = 0; i < steps; ++i) e->replay(seg);
+  virtual void replay(const Segment& segment) = 0;
+
   // "naive" or "threaded".
   virtual std::string_view kind() const noexcept = 0;
   virtual int cpu_threads() const noexcept = 0;
@@ -222,6 +246,7 @@ class Engine {
  protected:
   virtual void push_op(const detail::BodyBuilder& body, bool async, VarList reads,
                        VarList writes, PushOptions options) = 0;
+  virtual Segment record_region(void (*call)(void*), void* fn) = 0;
 };
 
 }  // namespace depengine

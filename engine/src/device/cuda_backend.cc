@@ -95,6 +95,26 @@ class CudaEvent final : public StreamEvent {
   cudaEvent_t event_ = nullptr;
 };
 
+// A captured stream run, instantiated; launched on the stream it was captured from.
+class CudaGraph final : public StreamGraph {
+ public:
+  CudaGraph(int device, cudaStream_t stream, cudaGraphExec_t exec)
+      : device_(device), stream_(stream), exec_(exec) {}
+  ~CudaGraph() override { cudaGraphExecDestroy(exec_); }
+  CudaGraph(const CudaGraph&) = delete;
+  CudaGraph& operator=(const CudaGraph&) = delete;
+  void launch() override { check(cudaGraphLaunch(exec_, stream_), device_, "cudaGraphLaunch"); }
+
+ private:
+  int device_;
+  cudaStream_t stream_;
+  cudaGraphExec_t exec_;
+};
+
+// Set while this thread captures a stream: enqueue_host refuses, because a host node's
+// HostTask is freed by its first run and a graph runs it again.
+thread_local bool t_capturing = false;
+
 class CudaStream final : public DeviceStream {
  public:
   CudaStream(int device, Lane lane) : device_(Device::gpu(device)), lane_(lane) {
@@ -131,7 +151,35 @@ class CudaStream final : public DeviceStream {
     if (e != cudaSuccess) throw Error(cuda_message(device_.id, what("kernel launch"), e));
   }
 
+  std::unique_ptr<StreamGraph> capture(const std::function<void()>& enqueue) override {
+    if (cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+      cudaGetLastError();
+      return nullptr;
+    }
+    bool enqueued = true;
+    t_capturing = true;
+    try {
+      enqueue();
+    } catch (...) {
+      enqueued = false;
+    }
+    t_capturing = false;
+    cudaGraph_t graph = nullptr;
+    const cudaError_t ended = cudaStreamEndCapture(stream_, &graph);
+    cudaGraphExec_t exec = nullptr;
+    const bool ok = enqueued && ended == cudaSuccess && graph != nullptr &&
+                    cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess;
+    if (graph) cudaGraphDestroy(graph);
+    cudaGetLastError();  // a refused capture leaves a non-sticky error behind
+    if (!ok) {
+      if (exec) cudaGraphExecDestroy(exec);
+      return nullptr;
+    }
+    return std::make_unique<CudaGraph>(device_.id, stream_, exec);
+  }
+
   void enqueue_host(std::function<void()> fn) override {
+    if (t_capturing) throw Error(what("enqueue_host") + ": cannot be captured into a graph");
     auto task = std::make_unique<HostTask>(HostTask{this, std::move(fn), 0});
     {
       std::lock_guard lk(mu_);

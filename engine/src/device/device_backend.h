@@ -35,8 +35,22 @@ class StreamEvent {
 //          write-after-read); that work's failure is not its own.
 enum class WaitKind : std::uint8_t { data, order };
 
+// A run of one stream's work captured once and launched again as one (a CUDA graph):
+// Engine::replay of a segment whose ops all sit on one stream (segment.cc).
+class StreamGraph {
+ public:
+  virtual ~StreamGraph() = default;
+  // Enqueues the captured work on the stream it was captured from.
+  virtual void launch() = 0;
+};
+
 class DeviceStream : public Stream {
  public:
+  // Captures what `enqueue` enqueues on this stream into a graph, running none of it.
+  // Returns null, with nothing enqueued, when this stream runs work as it is enqueued (the
+  // simulated device) or the work cannot be captured (`enqueue` threw, or made a call that
+  // capture forbids, enqueue_host included): the caller then enqueues it directly.
+  virtual std::unique_ptr<StreamGraph> capture(const std::function<void()>& enqueue) = 0;
   // Prepares the calling host thread to launch work on this stream (CUDA: makes the
   // stream's device current). Called once by each thread that launches onto the stream.
   virtual void bind_thread() = 0;

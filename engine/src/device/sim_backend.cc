@@ -96,6 +96,8 @@ class SimStream final : public DeviceStream {
   void* native_handle() const noexcept override { return nullptr; }
   void bind_thread() override {}
   void check_launch() override {}
+  // Work runs in stream order as it is enqueued: replays take that path instead.
+  std::unique_ptr<StreamGraph> capture(const std::function<void()>&) override { return nullptr; }
 
   void enqueue_host(std::function<void()> fn) override {
     push([fn = std::move(fn), this] {
