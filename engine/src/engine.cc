@@ -174,6 +174,10 @@ class EngineHandle final : public Engine {
   void delete_var(const Var& v, std::function<void()> on_deleted) override {
     core_->delete_var(v, std::move(on_deleted));
   }
+  void set_reduction(const Var& v, Reduction reduction) override {
+    check_not_in_observer("set_reduction");
+    core_->set_reduction(v, std::move(reduction));
+  }
   std::string_view kind() const noexcept override { return core_->kind(); }
   int cpu_threads() const noexcept override { return core_->cpu_threads(); }
   std::size_t max_inflight() const noexcept override { return core_->max_inflight(); }
