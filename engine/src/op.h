@@ -127,10 +127,12 @@ class Op final : public CompletionTarget {
 
   std::string display_name() const;
 
-  // The failure with the earliest origin among the vars this op reads, or none.
+  // The failure with the earliest origin among the vars whose failure this op inherits
+  // (reads and read-writes, not commute or reduce accesses), or none.
   Failure upstream_failure() const noexcept;
-  // Stores `failure` (empty clears) in every var this op writes, except its reduce
-  // accesses, whose failures go to their reductions (reduce.h).
+  // Stores `failure` (empty clears) in every var this op writes or read-writes; adds it to
+  // its commute vars' (the earliest origin stays, success changes nothing). Reduce accesses'
+  // failures go to their reductions (reduce.h).
   void set_write_failures(const Failure& failure) noexcept;
   // True when set_write_failures(failure) would change some var.
   bool write_failures_differ(const Failure& failure) noexcept;

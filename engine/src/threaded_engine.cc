@@ -222,9 +222,11 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
 
   Op* run_cpu(Op* op, int worker) override {
     Failure device_failure;
-    if (devices_.await_inputs(op, device_failure)) return nullptr;
+    // Commute vars first: a GPU op of the same run publishes its device work while it holds
+    // them, so the device inputs are complete only when looked at after taking them.
     if (!take_commute(op, [this](Op* parked) { redispatch(parked); })) return nullptr;
-    if (Failure up = device_failure ? std::move(device_failure) : input_failure(*op)) {
+    if (devices_.await_inputs(op, device_failure)) return nullptr;
+    if (Failure up = input_failure(*op, std::move(device_failure))) {
       return finish(op, std::move(up), false, true);
     }
     op->observe_start(worker);
@@ -579,9 +581,9 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
   // exception_ptr still held by this thread after a waiter returned would be released
   // here, unordered with the waiter's use of the exception.
   Op* finish(Op* op, Failure failure, bool original, bool continuation) {
-    release_commute(op, [this](Op* parked) { redispatch(parked); });
     op->observe_end(static_cast<bool>(failure), failure && !original);
-    op->set_write_failures(failure);
+    op->set_write_failures(failure);  // commute vars' while still holding them
+    release_commute(op, [this](Op* parked) { redispatch(parked); });
     fail_reductions(*op, failure);
     if (original && failure) record_failure(op->seq, failure.error);
     if (op->observer_error) record_failure(op->seq, std::exchange(op->observer_error, nullptr));
@@ -663,10 +665,11 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
 
 
 
-  // What an op that is about to run inherits: the earliest failure among the vars it reads,
-  // and for a combining op the failure of its reduction's contributions.
-  static Failure input_failure(const Op& op) noexcept {
-    Failure up = op.upstream_failure();
+  // What an op that is about to run inherits: the earliest failure among the vars it reads
+  // (`device_failure` when its inputs had device state: read_failure covers them all), and
+  // for a combining op the failure of its reduction's contributions.
+  static Failure input_failure(const Op& op, Failure device_failure) noexcept {
+    Failure up = device_failure ? std::move(device_failure) : op.upstream_failure();
     if (op.combines) {
       Failure group = op.combines->failure();
       if (group && (!up || group.origin < up.origin)) up = std::move(group);

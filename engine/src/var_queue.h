@@ -19,9 +19,16 @@ struct VarState;
 
 enum class AccessKind : std::uint8_t { read, write, read_write, commute, reduce };
 
-// Sees the var's value (and its failure): skipped when the var has failed.
+// Uses the var's value (device work waits for its data).
 constexpr bool reads(AccessKind k) noexcept {
   return k == AccessKind::read || k == AccessKind::read_write || k == AccessKind::commute;
+}
+// Inherits the var's failure (the op is skipped). Commute and reduce accesses do not: the
+// ops of a run may go in any order, so one must not see another's failure; instead each
+// passes its failure to the var, where the earliest origin stays (merges_failure), and the
+// run's outcome does not depend on the order.
+constexpr bool inherits_failure(AccessKind k) noexcept {
+  return k == AccessKind::read || k == AccessKind::read_write;
 }
 // Ordered as a write and makes a new version.
 constexpr bool writes(AccessKind k) noexcept { return k != AccessKind::read; }
@@ -29,8 +36,13 @@ constexpr bool writes(AccessKind k) noexcept { return k != AccessKind::read; }
 constexpr bool grouped(AccessKind k) noexcept {
   return k == AccessKind::commute || k == AccessKind::reduce;
 }
-// Stores the op's outcome in the var (a reduce access's failure goes to its reduction).
-constexpr bool sets_failure(AccessKind k) noexcept { return writes(k) && k != AccessKind::reduce; }
+// Stores the op's outcome in the var: a failure, or success clearing it.
+constexpr bool sets_failure(AccessKind k) noexcept {
+  return k == AccessKind::write || k == AccessKind::read_write;
+}
+// Adds the op's failure to the var's, the earliest origin staying; success changes nothing.
+// (A reduce access's failure reaches its var through its reduction's combining op.)
+constexpr bool merges_failure(AccessKind k) noexcept { return k == AccessKind::commute; }
 
 // One op's access to one var; also the node of that var's queue of waiting accesses.
 struct Access {
