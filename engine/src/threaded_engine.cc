@@ -170,6 +170,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     {
       std::lock_guard lk(push_mu_);
       if (stage_.load() == Stage::stopped) return;
+      combine_open_reductions();  // pending work finishes at shutdown, reductions included
       stage_.store(Stage::draining);
     }
     wake();  // pushers held by back-pressure see the stage and leave

@@ -323,6 +323,16 @@ TEST_P(AccessModes, ReduceFailurePoisonsTheVar) {
   EXPECT_THROW(e_->wait_all(), std::logic_error);
 }
 
+// reduce: destroying the engine finishes pending work, the open reductions included.
+TEST_P(AccessModes, ShutdownCombinesOpenReductions) {
+  Var v = e_->new_var();
+  long total = 0;
+  e_->set_reduction(v, sum_into(&total));
+  for (int i = 0; i < 64; ++i) e_->push([v] { *reduction_buffer<long>(v) += 1; }, {}, {reduce(v)});
+  e_.reset();
+  EXPECT_EQ(total, 64);
+}
+
 // reduce: delete_var comes after the final combine.
 TEST_P(AccessModes, DeleteAfterReduceSeesTheCombinedValue) {
   Var v = e_->new_var();
