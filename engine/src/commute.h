@@ -42,6 +42,9 @@ void release_commute(Op* op, Redispatch&& redispatch) {
 template <class Redispatch>
 bool take_commute(Op* op, Redispatch&& redispatch) {
   if (!op->has_commute || op->commute_taken) return true;
+  // Read before the op can be parked: once parked, with nothing taken, it may run and be
+  // freed elsewhere at once.
+  Access* const first = op->acc.begin();
   int taken = 0;
   for (Access& a : op->acc) {
     if (a.kind != AccessKind::commute) continue;
@@ -59,8 +62,7 @@ bool take_commute(Op* op, Redispatch&& redispatch) {
     // Lets go of the `taken` vars before this one. Once parked, the op may be dispatched
     // again and run elsewhere as soon as the last of them is let go, so nothing of it is
     // touched after that.
-    Access* b = op->acc.begin();
-    for (; taken > 0; ++b) {
+    for (Access* b = first; taken > 0; ++b) {
       if (b->kind != AccessKind::commute) continue;
       --taken;
       Op* waiting;

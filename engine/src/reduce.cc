@@ -4,6 +4,7 @@
 
 #include <oneapi/tbb/blocked_range.h>
 #include <oneapi/tbb/parallel_for.h>
+#include <oneapi/tbb/partitioner.h>
 
 #include "depengine/parallel_region.h"
 
@@ -55,10 +56,14 @@ void ReduceGroup::combine_all() {
       one(0);
     } else {
       ParallelRegion region;
-      oneapi::tbb::parallel_for(oneapi::tbb::blocked_range<std::size_t>(0, pairs),
-                                [&](const oneapi::tbb::blocked_range<std::size_t>& r) {
-                                  for (std::size_t p = r.begin(); p != r.end(); ++p) one(p);
-                                });
+      // One task per pair (a few: at most one buffer per thread): the simple partitioner,
+      // whose split needs none of the auto partitioner's stealing state.
+      oneapi::tbb::parallel_for(
+          oneapi::tbb::blocked_range<std::size_t>(0, pairs, 1),
+          [&](const oneapi::tbb::blocked_range<std::size_t>& r) {
+            for (std::size_t p = r.begin(); p != r.end(); ++p) one(p);
+          },
+          oneapi::tbb::simple_partitioner());
     }
   }
   if (!bufs.empty()) combine(hooks_->target, bufs[0].second.get());

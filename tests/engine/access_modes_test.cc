@@ -109,7 +109,7 @@ TEST_P(AccessModes, CommuteRunIsOrderedWithItsNeighbours) {
   e_->push([&] { x *= 3; }, {}, {v});
   for (int i = 1; i <= 10; ++i) e_->push([&] { x += 1; }, {v}, {commute(v)});  // read + commute
   e_->push([&] { seen[2] = x; }, {v}, {});
-  e_->wait_to_read(v);
+  e_->wait_all();  // the readers too (wait_to_read waits for writes)
   EXPECT_EQ(seen[0], 7);
   EXPECT_EQ(seen[1], 7 + 5050);
   EXPECT_EQ(seen[2], (7 + 5050) * 3 + 10);
