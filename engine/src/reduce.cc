@@ -2,12 +2,6 @@
 
 #include <string>
 
-#include <oneapi/tbb/blocked_range.h>
-#include <oneapi/tbb/parallel_for.h>
-#include <oneapi/tbb/partitioner.h>
-
-#include "depengine/parallel_region.h"
-
 namespace depengine::detail {
 
 void ReduceLinksDelete::operator()(ReduceLinks* links) const noexcept { delete links; }
@@ -45,25 +39,13 @@ void ReduceGroup::combine_all() {
   buffers_.clear();
   const auto& combine = hooks_->combine;
   // Level by level: buffer i takes buffer i + stride, for every i that is a multiple of
-  // 2 * stride; the pairs of a level are independent.
+  // 2 * stride (a pairwise tree, as StarPU combines its per-worker buffers: depth log2 of
+  // the buffer count, which also keeps float rounding from growing with it). The pairs of a
+  // level are independent but combined here one after another: there is at most one buffer
+  // per thread, and a hook over large values may split its own loop.
   for (std::size_t stride = 1; stride < bufs.size(); stride *= 2) {
-    const std::size_t pairs = (bufs.size() - stride + 2 * stride - 1) / (2 * stride);
-    auto one = [&](std::size_t p) {
-      const std::size_t i = p * 2 * stride;
+    for (std::size_t i = 0; i + stride < bufs.size(); i += 2 * stride) {
       combine(bufs[i].second.get(), bufs[i + stride].second.get());
-    };
-    if (pairs == 1) {
-      one(0);
-    } else {
-      ParallelRegion region;
-      // One task per pair (a few: at most one buffer per thread): the simple partitioner,
-      // whose split needs none of the auto partitioner's stealing state.
-      oneapi::tbb::parallel_for(
-          oneapi::tbb::blocked_range<std::size_t>(0, pairs, 1),
-          [&](const oneapi::tbb::blocked_range<std::size_t>& r) {
-            for (std::size_t p = r.begin(); p != r.end(); ++p) one(p);
-          },
-          oneapi::tbb::simple_partitioner());
     }
   }
   if (!bufs.empty()) combine(hooks_->target, bufs[0].second.get());

@@ -26,7 +26,7 @@ class ReduceGroup {
   // origin wins, so the result does not depend on scheduling.
   void fail(const Failure& failure) noexcept;
   Failure failure() const noexcept;
-  // Combines the buffers pairwise as a tree (the pairs of a level in parallel), then the
+  // Combines the buffers pairwise as a tree (a level at a time), then the
   // root into the target; drops the buffers. Throws what a hook throws.
   void combine_all();
 
