@@ -226,6 +226,35 @@ TEST_P(AccessModes, AsyncCommuteHoldsTheVarUntilDone) {
   EXPECT_EQ(ex.overlaps.load(), 0);
 }
 
+// commute on host-simulated GPUs: ops of a run on different GPUs and lanes launch in any
+// order, and their device work (chained by events behind the previous op of the run) never
+// overlaps; a CPU commute op in the same run waits for the device work before it.
+TEST_P(AccessModes, CommuteOnSimulatedGpusNeverOverlaps) {
+  auto e = Engine::create(GetParam().kind, {.cpu_threads = GetParam().threads, .sim_gpus = 2});
+  Var v = e->new_var();
+  Exclusive ex;
+  long sum = 0;
+  auto update = [&ex, &sum](long i) {
+    ex.enter();
+    for (int k = 0; k < 20; ++k) std::this_thread::yield();
+    sum += i;
+    ex.leave();
+  };
+  for (int i = 0; i < 120; ++i) {
+    if (i % 3 == 2) {
+      e->push([update, i] { update(i); }, {}, {commute(v)});
+      continue;
+    }
+    const PushOptions on{.device = Device::gpu(i % 2),
+                         .lane = i % 4 == 0 ? Lane::compute : Lane::copy_to_device};
+    e->push([update, i](const RunContext& ctx) { ctx.stream->enqueue_host([update, i] { update(i); }); },
+            {}, {commute(v)}, on);
+  }
+  e->wait_to_read(v);
+  EXPECT_EQ(ex.overlaps.load(), 0);
+  EXPECT_EQ(sum, 120L * 119 / 2);
+}
+
 // reduce: the result equals the sequential one, with writes and reads between runs.
 TEST_P(AccessModes, ReduceEqualsTheSequentialResult) {
   Var v = e_->new_var();
