@@ -680,8 +680,10 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
 
   // Pushes the op that combines `v`'s open reduction into v. Call under the push lock.
   void combine_reduction(VarState* v) {
+    // The op takes its reference on v before the map's handle, which may be the last, goes.
+    OpPtr op = make_combine_op(this, v, std::move(v->open_reduction));
     open_reductions_.erase(v);
-    enqueue(make_combine_op(this, v, std::move(v->open_reduction)), true, false);
+    enqueue(std::move(op), true, false);
   }
 
   // wait_all's: every reduction still open is combined before the ops it waits for end.

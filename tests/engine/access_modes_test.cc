@@ -362,6 +362,19 @@ TEST_P(AccessModes, ShutdownCombinesOpenReductions) {
   EXPECT_EQ(total, 64);
 }
 
+// reduce: a var whose every handle is gone still has its reduction combined at wait_all
+// (the engine keeps it alive until then).
+TEST_P(AccessModes, ReductionOfADroppedVarIsCombined) {
+  long total = 0;
+  {
+    Var v = e_->new_var();
+    e_->set_reduction(v, sum_into(&total));
+    for (int i = 0; i < 32; ++i) e_->push([v] { *reduction_buffer<long>(v) += 2; }, {}, {reduce(v)});
+  }
+  e_->wait_all();
+  EXPECT_EQ(total, 64);
+}
+
 // reduce: delete_var comes after the final combine.
 TEST_P(AccessModes, DeleteAfterReduceSeesTheCombinedValue) {
   Var v = e_->new_var();
