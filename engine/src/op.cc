@@ -101,6 +101,8 @@ void var_release(VarState* s) noexcept {
 
 std::uint64_t var_id(const VarState* s) noexcept { return s->id; }
 
+static_assert(alignof(VarState) >= 4, "Var keeps its mode in the low two bits of the pointer");
+
 VarState* new_var_state(std::uint64_t owner) {
   return new VarState(owner, g_next_var_id.fetch_add(1, std::memory_order_relaxed));
 }
@@ -226,6 +228,7 @@ void Op::set_accesses(VarList read_list, VarList write_list, std::uint64_t owner
   for (Access& a : acc) {
     var_add_ref(a.var);
     if (a.kind == AccessKind::commute) has_commute = true;
+    if (a.kind == AccessKind::reduce) has_reduce = true;
   }
 }
 

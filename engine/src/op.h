@@ -47,6 +47,9 @@ struct alignas(64) VarState {
   const std::uint64_t id;
   // Set under the engine's push lock by delete_var; checked under it by push.
   bool deleted = false;
+  // Threaded engine, under the push lock: open_reduction is set (kept on the line every push
+  // touches; the pointers live further down).
+  bool reduction_open = false;
   // Writes pushed so far (under the push lock): the version the next write creates - 1.
   std::uint64_t pushed_version = 0;
 
@@ -159,8 +162,9 @@ class Op final : public CompletionTarget {
   bool active = false;
   // Non-null for the internal op behind wait_to_read.
   Waiter* waiter = nullptr;
-  // Has commute accesses (commute.h), and holds their vars while it runs.
+  // Has commute accesses (commute.h), and holds their vars while it runs; has reduce ones.
   bool has_commute = false;
+  bool has_reduce = false;
   bool commute_taken = false;
   // The next op parked on the same var's commute exclusion.
   Op* next_parked = nullptr;

@@ -69,6 +69,7 @@ void set_reduction_locked(const Var& v, std::shared_ptr<const Reduction> hooks) 
 }
 
 void check_reductions(const Op& op) {
+  if (!op.has_reduce) return;
   for (const Access& a : const_cast<Op&>(op).acc) {
     if (a.kind == AccessKind::reduce && !a.var->reduction) {
       throw Error(std::string(op.async ? "push_async " : "push ") + op.display_name() +
@@ -84,6 +85,7 @@ void fail_reductions(Op& op, const Failure& failure) noexcept {
 }
 
 OpPtr make_combine_op(OpSink* sink, VarState* v, std::shared_ptr<ReduceGroup> group) {
+  v->reduction_open = false;
   ReduceGroup* raw = group.get();
   auto fn = [g = std::move(group)] { g->combine_all(); };
   OpPtr op(new Op(sink, false, PushOptions{.name = "reduce_combine"}));

@@ -58,6 +58,7 @@ void check_reductions(const Op& op);
 // Call under the push lock.
 template <class Opened>
 void link_reductions(Op& op, bool join_open, Opened&& opened) {
+  if (!op.has_reduce) return;
   for (Access& a : op.acc) {
     if (a.kind != AccessKind::reduce) continue;
     std::shared_ptr<ReduceGroup> group = join_open ? a.var->open_reduction : nullptr;
@@ -65,6 +66,7 @@ void link_reductions(Op& op, bool join_open, Opened&& opened) {
       group = std::make_shared<ReduceGroup>(a.var->reduction);
       if (join_open) {
         a.var->open_reduction = group;
+        a.var->reduction_open = true;
         opened(a.var);
       }
     }

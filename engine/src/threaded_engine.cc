@@ -396,7 +396,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     // A run of reduce accesses ends at the first other access to its var (wait_to_read's
     // and delete_var's included): its combining op goes first.
     for (Access& a : op->acc) {
-      if (a.var->open_reduction && a.kind != AccessKind::reduce) combine_reduction(a.var);
+      if (a.var->reduction_open && a.kind != AccessKind::reduce) combine_reduction(a.var);
     }
     link_reductions(*op, true, [&](VarState* v) {
       var_add_ref(v);

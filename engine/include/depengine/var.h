@@ -30,43 +30,45 @@ class Var {
  public:
   Var() noexcept = default;
   // Adopts one reference to `s` (engines use this; users get vars from Engine::new_var).
-  explicit Var(detail::VarState* s) noexcept : s_(s) {}
-  Var(const Var& o) noexcept : s_(o.s_), mode_(o.mode_) {
-    if (s_) detail::var_add_ref(s_);
+  explicit Var(detail::VarState* s) noexcept : bits_(reinterpret_cast<std::uintptr_t>(s)) {}
+  Var(const Var& o) noexcept : bits_(o.bits_) {
+    if (detail::VarState* s = state()) detail::var_add_ref(s);
   }
-  Var(Var&& o) noexcept : s_(o.s_), mode_(o.mode_) { o.s_ = nullptr; }
+  Var(Var&& o) noexcept : bits_(o.bits_) { o.bits_ = 0; }
   Var& operator=(const Var& o) noexcept {
     Var tmp(o);
-    std::swap(s_, tmp.s_);
-    mode_ = tmp.mode_;
+    std::swap(bits_, tmp.bits_);
     return *this;
   }
   Var& operator=(Var&& o) noexcept {
     Var tmp(std::move(o));
-    std::swap(s_, tmp.s_);
-    mode_ = tmp.mode_;
+    std::swap(bits_, tmp.bits_);
     return *this;
   }
   ~Var() {
-    if (s_) detail::var_release(s_);
+    if (detail::VarState* s = state()) detail::var_release(s);
   }
 
-  explicit operator bool() const noexcept { return s_ != nullptr; }
+  explicit operator bool() const noexcept { return state() != nullptr; }
   // A number unique among the vars of the process, stable for the var's life (0 for null).
-  std::uint64_t id() const noexcept { return s_ ? detail::var_id(s_) : 0; }
-  detail::VarState* state() const noexcept { return s_; }
+  std::uint64_t id() const noexcept { return state() ? detail::var_id(state()) : 0; }
+  detail::VarState* state() const noexcept {
+    return reinterpret_cast<detail::VarState*>(bits_ & ~kModeMask);
+  }
   // plain, or how commute() / reduce() marked this handle for a writes list.
-  detail::VarMode mode() const noexcept { return mode_; }
+  detail::VarMode mode() const noexcept { return static_cast<detail::VarMode>(bits_ & kModeMask); }
 
   // The same var (modes are not compared).
-  friend bool operator==(const Var& a, const Var& b) noexcept { return a.s_ == b.s_; }
+  friend bool operator==(const Var& a, const Var& b) noexcept { return a.state() == b.state(); }
 
   friend Var commute(Var v) noexcept;
   friend Var reduce(Var v) noexcept;
 
  private:
-  detail::VarState* s_ = nullptr;
-  detail::VarMode mode_ = detail::VarMode::plain;
+  // The VarState pointer with the mode in its low bits: VarState is aligned to a cache line,
+  // so a handle stays one word (push copies them by the list).
+  static constexpr std::uintptr_t kModeMask = 3;
+  std::uintptr_t bits_ = 0;
 };
 
 // Marks `v`, in a push's writes list, as a commutative update (StarPU's STARPU_COMMUTE,
@@ -76,7 +78,7 @@ class Var {
 // worker; several commute vars are taken all at once (no deadlock). Only in a writes list.
 //   engine->push([&] { hist += count(chunk); }, {chunk_var}, {depengine::commute(hist_var)});
 inline Var commute(Var v) noexcept {
-  v.mode_ = detail::VarMode::commute;
+  v.bits_ = (v.bits_ & ~Var::kModeMask) | static_cast<std::uintptr_t>(detail::VarMode::commute);
   return v;
 }
 
@@ -88,7 +90,7 @@ inline Var commute(Var v) noexcept {
 // synchronous CPU ops, never together with another access to the same var in one op.
 //   engine->push([&] { *depengine::reduction_buffer<long>(sum) += x; }, {}, {depengine::reduce(sum)});
 inline Var reduce(Var v) noexcept {
-  v.mode_ = detail::VarMode::reduce;
+  v.bits_ = (v.bits_ & ~Var::kModeMask) | static_cast<std::uintptr_t>(detail::VarMode::reduce);
   return v;
 }
 
