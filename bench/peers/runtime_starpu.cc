@@ -9,7 +9,6 @@
 // also returns the data to main memory for the check). Outside the timed runs the workers
 // are paused (starpu_pause), so that their polling does not slow the other runtimes down.
 #include <cstdlib>
-#include <filesystem>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -17,6 +16,7 @@
 #include <starpu.h>
 
 #include "runtime.h"
+#include "starpu_start.h"
 
 namespace depengine::peers {
 namespace {
@@ -44,33 +44,7 @@ struct Codelet {
 class StarPuRuntime final : public Runtime {
  public:
   StarPuRuntime(const char* sched, int threads) : sched_(sched) {
-    const std::string n = std::to_string(threads);
-    // The settings win over the caller's environment; the rest only default.
-    setenv("STARPU_NCPU", n.c_str(), 1);
-    setenv("STARPU_SCHED", sched, 1);
-    setenv("STARPU_NCUDA", "0", 1);
-    setenv("STARPU_NOPENCL", "0", 1);
-    setenv("STARPU_NMIC", "0", 1);
-    setenv("STARPU_NMPI_MS", "0", 1);
-    setenv("STARPU_SILENT", "1", 0);
-    // dmda's performance models go to $STARPU_HOME; a fresh directory per process keeps one
-    // run's calibration from steering the next.
-    if (!std::getenv("STARPU_HOME")) {
-      std::string dir = (std::filesystem::temp_directory_path() / "depengine-peers-XXXXXX").string();
-      if (mkdtemp(dir.data())) setenv("STARPU_HOME", dir.c_str(), 1);
-    }
-    starpu_conf conf;
-    starpu_conf_init(&conf);
-    conf.ncpus = threads;
-    conf.ncuda = 0;
-    conf.nopencl = 0;
-    conf.sched_policy_name = sched;
-    if (const int rc = starpu_init(&conf); rc != 0) {
-      throw std::runtime_error("starpu_init failed (" + std::to_string(rc) + ")");
-    }
-    // Idle StarPU workers poll in a tight loop; paused, they leave the cores to the other
-    // runtimes (and to the serial loop that sets the baseline of StarPU's efficiency).
-    starpu_pause();
+    starpu_start(threads, sched);
   }
 
   ~StarPuRuntime() override {

@@ -5,7 +5,6 @@
 // alone.
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -14,6 +13,7 @@
 #include <starpu.h>
 
 #include "histogram.h"
+#include "../starpu_start.h"
 
 namespace depengine::histogram {
 
@@ -49,25 +49,7 @@ void redux_kernel(void** buffers, void*) {
 class StarPu {
  public:
   explicit StarPu(int threads) {
-    const std::string n = std::to_string(threads);
-    setenv("STARPU_NCPU", n.c_str(), 1);
-    setenv("STARPU_NCUDA", "0", 1);
-    setenv("STARPU_NOPENCL", "0", 1);
-    setenv("STARPU_SILENT", "1", 0);
-    if (!std::getenv("STARPU_HOME")) {
-      std::string dir = (std::filesystem::temp_directory_path() / "depengine-hist-XXXXXX").string();
-      if (mkdtemp(dir.data())) setenv("STARPU_HOME", dir.c_str(), 1);
-    }
-    starpu_conf conf;
-    starpu_conf_init(&conf);
-    conf.ncpus = threads;
-    conf.ncuda = 0;
-    conf.nopencl = 0;
-    conf.sched_policy_name = "lws";
-    if (const int rc = starpu_init(&conf); rc != 0) {
-      throw std::runtime_error("starpu_init failed (" + std::to_string(rc) + ")");
-    }
-    starpu_pause();
+    peers::starpu_start(threads, "lws");
     for (starpu_codelet* cl : {&fill_, &count_[0], &count_[1], &count_[2], &init_, &redux_}) {
       starpu_codelet_init(cl);
     }
