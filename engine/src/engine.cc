@@ -182,6 +182,10 @@ class EngineHandle final : public Engine {
     core_->delete_var(v, std::move(on_deleted));
   }
   void replay(const Segment& segment) override { core_->replay(segment); }
+  void set_reduction(const Var& v, Reduction reduction) override {
+    check_not_in_observer("set_reduction");
+    core_->set_reduction(v, std::move(reduction));
+  }
   std::string_view kind() const noexcept override { return core_->kind(); }
   int cpu_threads() const noexcept override { return core_->cpu_threads(); }
   std::size_t max_inflight() const noexcept override { return core_->max_inflight(); }

@@ -68,6 +68,7 @@ class EngineCore : public OpSink {
 
   virtual void wait_to_read(const Var& v) = 0;
   virtual void wait_all() = 0;
+  virtual void set_reduction(const Var& v, Reduction reduction) = 0;
 
   virtual std::string_view kind() const noexcept = 0;
   int cpu_threads() const noexcept { return options_.cpu_threads; }

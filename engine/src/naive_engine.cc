@@ -20,6 +20,7 @@
 #include "engine_options.h"
 #include "notifier.h"
 #include "op.h"
+#include "reduce.h"
 
 namespace depengine::detail {
 namespace {
@@ -57,6 +58,12 @@ class NaiveCore final : public EngineCore {
       failure = take_failure();
     }
     if (failure) std::rethrow_exception(failure);
+  }
+
+  void set_reduction(const Var& v, Reduction reduction) override {
+    auto hooks = checked_reduction(v, std::move(reduction), id());
+    std::lock_guard lk(mu_);
+    set_reduction_locked(v, std::move(hooks));
   }
 
   std::string_view kind() const noexcept override { return "naive"; }
@@ -114,7 +121,11 @@ class NaiveCore final : public EngineCore {
       }
     }
     op->check_not_deleted();
+    check_reductions(*op);
     if (to_delete) to_delete->deleted = true;
+    // Each reduce access gets a reduction of its own, combined right after its op: the
+    // sequential meaning.
+    link_reductions(*op, false, [](VarState*) {});
     op->seq = next_seq_++;
     for (Access& a : op->acc) {
       a.version = writes(a.kind) ? ++a.var->pushed_version : a.var->pushed_version;
@@ -143,6 +154,11 @@ class NaiveCore final : public EngineCore {
       if (next->write_failures_differ(outcome.failure)) {
         lk.lock();
         next->set_write_failures(outcome.failure);
+        lk.unlock();
+      }
+      if (outcome.failure && next->reductions) {
+        lk.lock();
+        fail_reduce_vars(*next, outcome.failure);
         lk.unlock();
       }
       // Destroying the op may push (an array its body held is deleted): queued, as this
@@ -186,6 +202,7 @@ class NaiveCore final : public EngineCore {
     if (!skipped) {
       op->observe_start(0);
       failure = Failure{execute(op, late), op->seq};
+      if (!failure && op->reductions) failure = Failure{combine(*op), op->seq};
     }
     op->observe_end(static_cast<bool>(failure), skipped);
     std::exception_ptr report;
@@ -249,6 +266,29 @@ class NaiveCore final : public EngineCore {
     std::unique_lock lk(async_mu_);
     async_waits_.wait_locked(lk, [&] { return async_done_; });
     return async_error_;
+  }
+
+  // Folds the op's contributions into its reduce vars (a failed var keeps its failure and
+  // its value, as the threaded engine's combining op is skipped). Returns what a hook threw.
+  static std::exception_ptr combine(Op& op) noexcept {
+    try {
+      for (auto& [var, group] : op.reductions->groups) {
+        if (!var->failure) group->combine_all();
+      }
+    } catch (...) {
+      return std::current_exception();
+    }
+    return nullptr;
+  }
+
+  // A failed or skipped op's failure reaches its reduce vars as the threaded engine's
+  // combining op passes it on: the earliest origin wins. Call with mu_ held.
+  static void fail_reduce_vars(Op& op, const Failure& failure) noexcept {
+    for (Access& a : op.acc) {
+      if (a.kind != AccessKind::reduce) continue;
+      Failure& held = a.var->failure;
+      if (!held || failure.origin < held.origin) held = failure;
+    }
   }
 
   // The callback notifies under the lock: this thread returns (and destroys the locals)

@@ -6,6 +6,8 @@
 
 #include <oneapi/tbb/scalable_allocator.h>
 
+#include "reduce.h"
+
 namespace depengine::detail {
 
 namespace {
@@ -99,6 +101,8 @@ void var_release(VarState* s) noexcept {
 
 std::uint64_t var_id(const VarState* s) noexcept { return s->id; }
 
+static_assert(alignof(VarState) >= 4, "Var keeps its mode in the low two bits of the pointer");
+
 VarState* new_var_state(std::uint64_t owner) {
   return new VarState(owner, g_next_var_id.fetch_add(1, std::memory_order_relaxed));
 }
@@ -168,34 +172,85 @@ std::string Op::display_name() const {
   return opts.name.empty() ? "#" + std::to_string(seq) : "'" + opts.name + "'";
 }
 
+namespace {
+AccessKind write_kind(const Var& v) noexcept {
+  switch (v.mode()) {
+    case VarMode::commute:
+      return AccessKind::commute;
+    case VarMode::reduce:
+      return AccessKind::reduce;
+    case VarMode::plain:
+      break;
+  }
+  return AccessKind::write;
+}
+
+// The one access an op makes to a var it lists twice. Throws for reduce(v) beside another
+// access to v: a contribution cannot also see or replace the value it contributes to.
+AccessKind merge_kinds(AccessKind a, AccessKind b, const VarState* v, const char* what) {
+  if (a == b) return a;
+  if (a == AccessKind::reduce || b == AccessKind::reduce) {
+    throw Error(std::string(what) + ": var #" + std::to_string(v->id) +
+                " is listed as reduce() and accessed otherwise in the same op");
+  }
+  if ((a == AccessKind::commute && b == AccessKind::read) ||
+      (a == AccessKind::read && b == AccessKind::commute)) {
+    return AccessKind::commute;
+  }
+  return AccessKind::read_write;
+}
+}  // namespace
+
 void Op::set_accesses(VarList read_list, VarList write_list, std::uint64_t owner) {
   const char* what = async ? "push_async" : "push";
   for (const Var& v : write_list) {
     if (!v || v.state()->owner != owner) check_var(v, owner, what);
+    if (v.mode() == VarMode::reduce && (async || opts.device.is_gpu())) {
+      throw Error(std::string(what) + ": reduce(var #" + std::to_string(v.id()) +
+                  ") needs a synchronous CPU op (its private buffer is the running thread's)");
+    }
   }
   for (const Var& v : read_list) {
     if (!v || v.state()->owner != owner) check_var(v, owner, what);
+    if (v.mode() != VarMode::plain) {
+      throw Error(std::string(what) + ": var #" + std::to_string(v.id()) + " is marked " +
+                  (v.mode() == VarMode::commute ? "commute()" : "reduce()") +
+                  " in the reads list; commute() and reduce() belong in the writes list");
+    }
   }
   acc.resize(read_list.size() + write_list.size());
+  try {
+    merge_accesses(read_list, write_list, what);
+  } catch (...) {
+    acc.shrink(0);  // no reference was taken yet
+    throw;
+  }
+  for (Access& a : acc) {
+    var_add_ref(a.var);
+    if (a.kind == AccessKind::commute) has_commute = true;
+    if (a.kind == AccessKind::reduce) has_reduce = true;
+  }
+}
+
+void Op::merge_accesses(VarList read_list, VarList write_list, const char* what) {
   std::size_t n = 0;
-  // Merges a var into the accesses so far: any write wins, and a read together with a
-  // write makes read_write. Linear search suits the usual handful of vars; long lists go
-  // through a sort instead.
+  // Merges a var into the accesses so far (merge_kinds). Linear search suits the usual
+  // handful of vars; long lists go through a sort instead.
   auto add = [&](VarState* v, AccessKind kind) {
     for (std::size_t i = 0; i < n; ++i) {
       Access& a = acc[i];
       if (a.var != v) continue;
-      if (a.kind != kind) a.kind = AccessKind::read_write;
+      a.kind = merge_kinds(a.kind, kind, v, what);
       return;
     }
     acc[n++] = Access{v, this, nullptr, kind, 0};
   };
   constexpr std::size_t kLinear = 16;
   if (read_list.size() + write_list.size() <= kLinear) {
-    for (const Var& v : write_list) add(v.state(), AccessKind::write);
+    for (const Var& v : write_list) add(v.state(), write_kind(v));
     for (const Var& v : read_list) add(v.state(), AccessKind::read);
   } else {
-    for (const Var& v : write_list) acc[n++] = Access{v.state(), this, nullptr, AccessKind::write, 0};
+    for (const Var& v : write_list) acc[n++] = Access{v.state(), this, nullptr, write_kind(v), 0};
     for (const Var& v : read_list) acc[n++] = Access{v.state(), this, nullptr, AccessKind::read, 0};
     std::sort(acc.begin(), acc.end(), [](const Access& a, const Access& b) {
       return std::less<>()(a.var, b.var);
@@ -205,7 +260,7 @@ void Op::set_accesses(VarList read_list, VarList write_list, std::uint64_t owner
       Access merged = acc[i];
       std::size_t j = i + 1;
       for (; j < n && acc[j].var == merged.var; ++j) {
-        if (acc[j].kind != merged.kind) merged.kind = AccessKind::read_write;
+        merged.kind = merge_kinds(merged.kind, acc[j].kind, merged.var, what);
       }
       acc[out++] = merged;
       i = j;
@@ -213,7 +268,6 @@ void Op::set_accesses(VarList read_list, VarList write_list, std::uint64_t owner
     n = out;
   }
   acc.shrink(n);
-  for (Access& a : acc) var_add_ref(a.var);
 }
 
 void Op::check_not_deleted() const {
@@ -236,21 +290,31 @@ Failure Op::upstream_failure() const noexcept {
   Failure earliest;
   for (const Access& a : const_cast<Op*>(this)->acc) {
     const Failure& f = a.var->failure;
-    if (reads(a.kind) && f && (!earliest || f.origin < earliest.origin)) earliest = f;
+    if (inherits_failure(a.kind) && f && (!earliest || f.origin < earliest.origin)) earliest = f;
   }
   return earliest;
 }
 
+namespace {
+// True when `failure` replaces `held` under the earliest-origin rule.
+bool merges(const Failure& held, const Failure& failure) noexcept {
+  return failure && (!held || failure.origin < held.origin);
+}
+}  // namespace
+
 bool Op::write_failures_differ(const Failure& failure) noexcept {
   for (const Access& a : acc) {
-    if (writes(a.kind) && a.var->failure.error != failure.error) return true;
+    if (sets_failure(a.kind) && a.var->failure.error != failure.error) return true;
+    if (merges_failure(a.kind) && merges(a.var->failure, failure)) return true;
   }
   return false;
 }
 
 void Op::set_write_failures(const Failure& failure) noexcept {
   for (Access& a : acc) {
-    if (writes(a.kind)) a.var->failure = failure;
+    if (sets_failure(a.kind) || (merges_failure(a.kind) && merges(a.var->failure, failure))) {
+      a.var->failure = failure;
+    }
   }
 }
 
@@ -285,6 +349,12 @@ void Op::observe_end_slow(bool failed, bool skipped) noexcept {
   observe("on_end", [&](Observer& o) { o.on_end(seq, failed, skipped); });
 }
 
+static_assert(static_cast<int>(AccessMode::reduce) == static_cast<int>(AccessKind::reduce) &&
+                  static_cast<int>(AccessMode::commute) == static_cast<int>(AccessKind::commute) &&
+                  static_cast<int>(AccessMode::read_write) ==
+                      static_cast<int>(AccessKind::read_write),
+              "observers see an access kind as the AccessMode of the same number");
+
 void Op::observe_push(const std::shared_ptr<Observer>& obs) noexcept {
   if (!obs || waiter) return;
   observer = obs;
@@ -292,10 +362,7 @@ void Op::observe_push(const std::shared_ptr<Observer>& obs) noexcept {
     std::vector<VarAccess> accesses;
     accesses.reserve(acc.size());
     for (const Access& a : acc) {
-      const AccessMode mode = a.kind == AccessKind::read    ? AccessMode::read
-                              : a.kind == AccessKind::write ? AccessMode::write
-                                                            : AccessMode::read_write;
-      accesses.push_back({a.var->id, a.version, mode});
+      accesses.push_back({a.var->id, a.version, static_cast<AccessMode>(a.kind)});
     }
     o.on_push(OpInfo{seq, opts.name, opts.device, opts.lane, opts.priority, accesses});
   });

@@ -18,6 +18,12 @@
 namespace depengine::detail {
 
 class Op;
+class ReduceGroup;
+struct ReduceLinks;
+// Defined with ReduceLinks (reduce.cc), so that op.h need not include reduce.h.
+struct ReduceLinksDelete {
+  void operator()(ReduceLinks* links) const noexcept;
+};
 
 // A failure held by a var: the exception and the push sequence number of the op that threw
 // it. When an op reads several failed vars it passes on the earliest origin's failure, so
@@ -41,6 +47,9 @@ struct alignas(64) VarState {
   const std::uint64_t id;
   // Set under the engine's push lock by delete_var; checked under it by push.
   bool deleted = false;
+  // Threaded engine, under the push lock: open_reduction is set (kept on the line every push
+  // touches; the pointers live further down).
+  bool reduction_open = false;
   // Writes pushed so far (under the push lock): the version the next write creates - 1.
   std::uint64_t pushed_version = 0;
 
@@ -53,6 +62,12 @@ struct alignas(64) VarState {
   // Threaded engine: the stream ops whose device work on this var may still be in flight
   // (device/gpu_sync.h); null for a var that no GPU op has used.
   GpuVarSlot gpu;
+
+  // The hooks of reduce(v) accesses (Engine::set_reduction), under the push lock, and in the
+  // threaded engine the run of reduce accesses still open (combined by the next other
+  // access, or by wait_all).
+  std::shared_ptr<const Reduction> reduction;
+  std::shared_ptr<ReduceGroup> open_reduction;
 };
 
 // Accesses stored inline for the common small case: up to six covers every Task Bench
@@ -103,8 +118,10 @@ class Op final : public CompletionTarget {
   // Builds the body into the op's own storage when it fits, else on the heap.
   void set_body(const BodyBuilder& body);
 
-  // Fills `acc` from the lists: duplicates merged, a var in both lists read_write, a
-  // reference taken on each var. Throws Error for a null var or one of another engine.
+  // Fills `acc` from the lists: duplicates merged, a var in both lists read_write (commute
+  // with a read stays commute), a reference taken on each var. Throws Error for a null var
+  // or one of another engine, commute() or reduce() in the reads list, reduce(v) beside
+  // another access to v, and reduce() in an async or GPU op.
   void set_accesses(VarList read_list, VarList write_list, std::uint64_t owner);
   // Throws Error naming the first var that was deleted (call under the push lock).
   void check_not_deleted() const;
@@ -113,9 +130,12 @@ class Op final : public CompletionTarget {
 
   std::string display_name() const;
 
-  // The failure with the earliest origin among the vars this op reads, or none.
+  // The failure with the earliest origin among the vars whose failure this op inherits
+  // (reads and read-writes, not commute or reduce accesses), or none.
   Failure upstream_failure() const noexcept;
-  // Stores `failure` (empty clears) in every var this op writes.
+  // Stores `failure` (empty clears) in every var this op writes or read-writes; adds it to
+  // its commute vars' (the earliest origin stays, success changes nothing). Reduce accesses'
+  // failures go to their reductions (reduce.h).
   void set_write_failures(const Failure& failure) noexcept;
   // True when set_write_failures(failure) would change some var.
   bool write_failures_differ(const Failure& failure) noexcept;
@@ -142,6 +162,16 @@ class Op final : public CompletionTarget {
   bool active = false;
   // Non-null for the internal op behind wait_to_read.
   Waiter* waiter = nullptr;
+  // Has commute accesses (commute.h), and holds their vars while it runs; has reduce ones.
+  bool has_commute = false;
+  bool has_reduce = false;
+  bool commute_taken = false;
+  // The next op parked on the same var's commute exclusion.
+  Op* next_parked = nullptr;
+  // The reductions its reduce accesses contribute to (reduce.h); null when it has none.
+  std::unique_ptr<ReduceLinks, ReduceLinksDelete> reductions;
+  // Non-null for the op that combines a reduction into its var.
+  ReduceGroup* combines = nullptr;
   // Threaded engine: the wait_all epoch the op was pushed in.
   Epoch* epoch = nullptr;
   // The engine's observer when the op was pushed, if any.
@@ -167,6 +197,8 @@ class Op final : public CompletionTarget {
   const OpSink* sink() const noexcept { return sink_; }
 
  private:
+  // set_accesses' merge into `acc`, before any reference is taken; throws merge errors.
+  void merge_accesses(VarList read_list, VarList write_list, const char* what);
   template <class F>
   void observe(const char* event, F&& call) noexcept;
   void observe_ready_slow() noexcept;

@@ -8,14 +8,17 @@
 // the events that order the rest).
 #include <mutex>
 #include <optional>
+#include <unordered_map>
 #include <vector>
 
+#include "commute.h"
 #include "device_dispatch.h"
 #include "engine_core.h"
 #include "engine_options.h"
 #include "invariant.h"
 #include "notifier.h"
 #include "op.h"
+#include "reduce.h"
 #include "scheduler.h"
 
 namespace depengine::detail {
@@ -118,6 +121,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     std::vector<Epoch*> open;
     {
       std::lock_guard lk(push_mu_);
+      combine_open_reductions();
       for (const auto& e : epochs_) {
         if (e->pending.load(std::memory_order_acquire) == 0) continue;
         ++e->watchers;
@@ -147,6 +151,12 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     if (std::exception_ptr failure = take_failure()) std::rethrow_exception(failure);
   }
 
+  void set_reduction(const Var& v, Reduction reduction) override {
+    auto hooks = checked_reduction(v, std::move(reduction), id());
+    std::lock_guard lk(push_mu_);
+    set_reduction_locked(v, std::move(hooks));
+  }
+
   std::string_view kind() const noexcept override { return "threaded"; }
   std::size_t pending() const noexcept override { return inflight_of(state_.load()); }
 
@@ -160,6 +170,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     {
       std::lock_guard lk(push_mu_);
       if (stage_.load() == Stage::stopped) return;
+      combine_open_reductions();  // pending work finishes at shutdown, reductions included
       stage_.store(Stage::draining);
     }
     wake();  // pushers held by back-pressure see the stage and leave
@@ -212,8 +223,11 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
 
   Op* run_cpu(Op* op, int worker) override {
     Failure device_failure;
+    // Commute vars first: a GPU op of the same run publishes its device work while it holds
+    // them, so the device inputs are complete only when looked at after taking them.
+    if (!take_commute(op, [this](Op* parked) { redispatch(parked); })) return nullptr;
     if (devices_.await_inputs(op, device_failure)) return nullptr;
-    if (Failure up = device_failure ? std::move(device_failure) : op->upstream_failure()) {
+    if (Failure up = input_failure(*op, std::move(device_failure))) {
       return finish(op, std::move(up), false, true);
     }
     op->observe_start(worker);
@@ -245,6 +259,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
       return;
     }
     Failure up;
+    if (!take_commute(op, [this](Op* parked) { redispatch(parked); })) return;
     if (op->async) {
       if (devices_.await_inputs(op, up)) return;
       if (!up) up = op->upstream_failure();
@@ -372,11 +387,27 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     try {
       check_admission(*op, to_delete != nullptr, owns(running));
       op->check_not_deleted();
+      check_reductions(*op);
     } catch (...) {
       if (reserved) retire(nullptr, 1 + kActive);
       throw;
     }
     if (to_delete) to_delete->deleted = true;
+    // A run of reduce accesses ends at the first other access to its var (wait_to_read's
+    // and delete_var's included): its combining op goes first.
+    for (Access& a : op->acc) {
+      if (a.var->reduction_open && a.kind != AccessKind::reduce) combine_reduction(a.var);
+    }
+    link_reductions(*op, true, [&](VarState* v) {
+      var_add_ref(v);
+      open_reductions_.emplace(v, Var(v));
+    });
+    enqueue(std::move(op), counted, reserved);
+  }
+
+  // Registers and grants a checked op, dispatching it when every access was granted. Call
+  // under the push lock.
+  void enqueue(OpPtr op, bool counted, bool reserved) {
     op->seq = next_seq_++;
     for (Access& a : op->acc) {
       a.version = writes(a.kind) ? ++a.var->pushed_version : a.var->pushed_version;
@@ -552,7 +583,9 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
   // here, unordered with the waiter's use of the exception.
   Op* finish(Op* op, Failure failure, bool original, bool continuation) {
     op->observe_end(static_cast<bool>(failure), failure && !original);
-    op->set_write_failures(failure);
+    op->set_write_failures(failure);  // commute vars' while still holding them
+    release_commute(op, [this](Op* parked) { redispatch(parked); });
+    fail_reductions(*op, failure);
     if (original && failure) record_failure(op->seq, failure.error);
     if (op->observer_error) record_failure(op->seq, std::exchange(op->observer_error, nullptr));
     failure = Failure{};
@@ -633,6 +666,31 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
 
 
 
+  // What an op that is about to run inherits: the earliest failure among the vars it reads
+  // (`device_failure` when its inputs had device state: read_failure covers them all), and
+  // for a combining op the failure of its reduction's contributions.
+  static Failure input_failure(const Op& op, Failure device_failure) noexcept {
+    Failure up = device_failure ? std::move(device_failure) : op.upstream_failure();
+    if (op.combines) {
+      Failure group = op.combines->failure();
+      if (group && (!up || group.origin < up.origin)) up = std::move(group);
+    }
+    return up;
+  }
+
+  // Pushes the op that combines `v`'s open reduction into v. Call under the push lock.
+  void combine_reduction(VarState* v) {
+    // The op takes its reference on v before the map's handle, which may be the last, goes.
+    OpPtr op = make_combine_op(this, v, std::move(v->open_reduction));
+    open_reductions_.erase(v);
+    enqueue(std::move(op), true, false);
+  }
+
+  // wait_all's: every reduction still open is combined before the ops it waits for end.
+  void combine_open_reductions() {
+    while (!open_reductions_.empty()) combine_reduction(open_reductions_.begin()->first);
+  }
+
   // Dispatches a parked op again, from the completion thread of the work it waited for.
   void redispatch(Op* op) {
     if (op->waiter) {
@@ -646,6 +704,9 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
 
   std::mutex push_mu_;
   std::uint64_t next_seq_ = 0;
+  // Vars with a run of reduce accesses not yet combined, under push_mu_ (the handle keeps
+  // the var alive until its combining op is pushed).
+  std::unordered_map<VarState*, Var> open_reductions_;
   std::shared_ptr<Observer> observer_;
   std::vector<std::unique_ptr<Epoch>> epochs_;  // under push_mu_; the open ones
   Epoch* epoch_ = nullptr;                      // where pushes count now

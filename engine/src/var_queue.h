@@ -1,7 +1,10 @@
 // A var's queue of pending accesses (the threaded engine's half of VarState). Granted
-// accesses are counted (running reads, or one active write); waiting ones form a FIFO linked
-// through Access::next. Reads of one version are granted together, a write alone, in push
-// order. Every member is called under `lock`.
+// accesses are counted (running reads, one active write, or a run of commute or reduce
+// accesses); waiting ones form a FIFO linked through Access::next. Reads of one version are
+// granted together, a write alone, a run of consecutive commute (or reduce) accesses
+// together, in push order. Commute accesses granted together still exclude each other when
+// they run: commute.h takes `commute_held` when the op starts. Every member is called under
+// `lock`.
 #pragma once
 
 #include <cstdint>
@@ -14,10 +17,32 @@ namespace depengine::detail {
 class Op;
 struct VarState;
 
-enum class AccessKind : std::uint8_t { read, write, read_write };
+enum class AccessKind : std::uint8_t { read, write, read_write, commute, reduce };
 
-constexpr bool reads(AccessKind k) noexcept { return k != AccessKind::write; }
+// Uses the var's value (device work waits for its data).
+constexpr bool reads(AccessKind k) noexcept {
+  return k == AccessKind::read || k == AccessKind::read_write || k == AccessKind::commute;
+}
+// Inherits the var's failure (the op is skipped). Commute and reduce accesses do not: the
+// ops of a run may go in any order, so one must not see another's failure; instead each
+// passes its failure to the var, where the earliest origin stays (merges_failure), and the
+// run's outcome does not depend on the order.
+constexpr bool inherits_failure(AccessKind k) noexcept {
+  return k == AccessKind::read || k == AccessKind::read_write;
+}
+// Ordered as a write and makes a new version.
 constexpr bool writes(AccessKind k) noexcept { return k != AccessKind::read; }
+// Granted together with its neighbours of the same kind.
+constexpr bool grouped(AccessKind k) noexcept {
+  return k == AccessKind::commute || k == AccessKind::reduce;
+}
+// Stores the op's outcome in the var: a failure, or success clearing it.
+constexpr bool sets_failure(AccessKind k) noexcept {
+  return k == AccessKind::write || k == AccessKind::read_write;
+}
+// Adds the op's failure to the var's, the earliest origin staying; success changes nothing.
+// (A reduce access's failure reaches its var through its reduction's combining op.)
+constexpr bool merges_failure(AccessKind k) noexcept { return k == AccessKind::commute; }
 
 // One op's access to one var; also the node of that var's queue of waiting accesses.
 struct Access {
@@ -36,6 +61,13 @@ struct VarQueue {
   Access* tail = nullptr;
   int running_reads = 0;
   bool write_active = false;
+  int group_running = 0;  // granted accesses of the current commute or reduce run
+  AccessKind group_kind = AccessKind::commute;
+  // Commute exclusion (commute.h): an op of the granted run holds the var while it runs;
+  // ops that found it held wait in `parked` (linked through Op::next_parked), off the
+  // workers, and are dispatched again when it is let go.
+  bool commute_held = false;
+  Op* parked = nullptr;
 
   // Grants `a` at once if nothing conflicts (true), else queues it (false).
   bool grant_or_enqueue(Access& a) noexcept;
@@ -45,14 +77,19 @@ struct VarQueue {
 
  private:
   Access* pop() noexcept;
-  // Granted reads and an active write exclude each other; a waiting head exists only
-  // behind something granted; the FIFO's ends agree.
+  // With nothing granted: grants the head, and its neighbours that go with it.
+  template <class Grant>
+  void grant_head(Grant&& grant) noexcept;
+  // Granted reads, an active write and a granted run exclude each other; a waiting head
+  // exists only behind something granted; the FIFO's ends agree.
   void check() const noexcept {
-    DEPENGINE_INVARIANT(running_reads >= 0, "a var's running reads went negative");
-    DEPENGINE_INVARIANT(!(write_active && running_reads > 0),
-                        "a var has a write granted beside running reads");
+    DEPENGINE_INVARIANT(running_reads >= 0 && group_running >= 0,
+                        "a var's count of granted accesses went negative");
+    DEPENGINE_INVARIANT((write_active ? 1 : 0) + (running_reads > 0 ? 1 : 0) +
+                                (group_running > 0 ? 1 : 0) <= 1,
+                        "a var has accesses of different kinds granted together");
     DEPENGINE_INVARIANT((head == nullptr) == (tail == nullptr), "a var queue's ends disagree");
-    DEPENGINE_INVARIANT(head == nullptr || write_active || running_reads > 0,
+    DEPENGINE_INVARIANT(head == nullptr || write_active || running_reads > 0 || group_running > 0,
                         "a var queue waits behind nothing granted");
   }
 };
@@ -60,13 +97,21 @@ struct VarQueue {
 inline bool VarQueue::grant_or_enqueue(Access& a) noexcept {
   check();
   if (!head && !write_active) {
-    if (!writes(a.kind)) {
-      ++running_reads;
-      return true;
-    }
-    if (running_reads == 0) {
-      write_active = true;
-      return true;
+    if (grouped(a.kind)) {
+      if (running_reads == 0 && (group_running == 0 || group_kind == a.kind)) {
+        group_kind = a.kind;
+        ++group_running;
+        return true;
+      }
+    } else if (group_running == 0) {
+      if (!writes(a.kind)) {
+        ++running_reads;
+        return true;
+      }
+      if (running_reads == 0) {
+        write_active = true;
+        return true;
+      }
     }
   }
   a.next = nullptr;
@@ -86,6 +131,27 @@ inline Access* VarQueue::pop() noexcept {
   return a;
 }
 
+template <class Grant>
+void VarQueue::grant_head(Grant&& grant) noexcept {
+  if (!head) return;
+  const AccessKind k = head->kind;
+  if (grouped(k)) {
+    group_kind = k;
+    while (head && head->kind == k) {
+      ++group_running;
+      grant(pop());
+    }
+  } else if (writes(k)) {
+    write_active = true;
+    grant(pop());
+  } else {
+    while (head && head->kind == AccessKind::read) {
+      ++running_reads;
+      grant(pop());
+    }
+  }
+}
+
 inline Access* VarQueue::release(AccessKind kind) noexcept {
   check();
   Access* granted = nullptr;
@@ -94,25 +160,16 @@ inline Access* VarQueue::release(AccessKind kind) noexcept {
     *last = a;
     last = &a->next;
   };
-  if (!writes(kind)) {
+  if (grouped(kind)) {
+    DEPENGINE_INVARIANT(group_running > 0, "a commute or reduce access released on a var without its run");
+    if (--group_running == 0) grant_head(grant);
+  } else if (!writes(kind)) {
     DEPENGINE_INVARIANT(running_reads > 0, "a read released on a var with no running read");
-    if (--running_reads == 0 && head) {  // the head can only be a write
-      DEPENGINE_INVARIANT(writes(head->kind), "a read waits behind running reads");
-      write_active = true;
-      grant(pop());
-    }
+    if (--running_reads == 0) grant_head(grant);
   } else {
     DEPENGINE_INVARIANT(write_active, "a write released on a var with no active write");
     write_active = false;
-    if (head && writes(head->kind)) {
-      write_active = true;
-      grant(pop());
-    } else {
-      while (head && !writes(head->kind)) {
-        ++running_reads;
-        grant(pop());
-      }
-    }
+    grant_head(grant);
   }
   *last = nullptr;
   check();

@@ -1,6 +1,7 @@
 // Frontend internals shared by ndarray.cc, ops.cc, select.cc and print.cc.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -49,6 +50,8 @@ struct Chunk {
   float* const data;
   // GPU arrays only (nullptr on the CPU): where their ops find the storage.
   DeviceBuffer* const buffer;
+  // The var has its reduction hooks (nd::accumulate sets them on first use).
+  std::atomic<bool> reduction_set{false};
 };
 
 // An array's storage as captured by an op: resolved when the op runs (see DeviceBuffer).

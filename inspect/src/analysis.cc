@@ -1,5 +1,6 @@
 // Work, span, critical path and level widths of a dependency graph.
 #include <algorithm>
+#include <unordered_map>
 
 #include "graph_impl.h"
 
@@ -42,7 +43,32 @@ GraphAnalysis analyze(const Graph& graph, const AnalysisOptions& options) {
   for (std::size_t v = last; v != kNone; v = via[v]) a.critical_path.push_back(v);
   std::reverse(a.critical_path.begin(), a.critical_path.end());
   for (std::size_t v : a.critical_path) a.critical_path_names.push_back(g[v].name);
-  a.parallelism = a.span > 0 ? a.work / a.span : 0;
+  // Commute and reduce runs, in node order.
+  struct Run {
+    AccessMode mode = AccessMode::read;
+    double cost = 0;
+  };
+  std::unordered_map<std::uint64_t, Run> runs;
+  for (std::size_t v = 0; v < n; ++v) {
+    for (const VarAccess& acc : g[v].accesses) {
+      Run& r = runs[acc.var];
+      const bool grouped = acc.mode == AccessMode::commute || acc.mode == AccessMode::reduce;
+      if (grouped && r.mode != acc.mode) {
+        if (acc.mode == AccessMode::commute) ++a.commute_runs;
+        if (acc.mode == AccessMode::reduce) ++a.reduce_runs;
+        r.cost = 0;
+      }
+      r.mode = acc.mode;
+      if (acc.mode != AccessMode::commute) continue;
+      r.cost += cost(v);
+      if (r.cost > a.heaviest_commute_run) {
+        a.heaviest_commute_run = r.cost;
+        a.heaviest_commute_var = acc.var;
+      }
+    }
+  }
+  const double bound = std::max(a.span, a.heaviest_commute_run);
+  a.parallelism = bound > 0 ? a.work / bound : 0;
 
   for (std::size_t v = 0; v < n; ++v) {
     if (level[v] >= a.level_width.size()) a.level_width.resize(level[v] + 1, 0);

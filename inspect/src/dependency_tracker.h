@@ -1,4 +1,6 @@
-// Derives dependency edges from a stream of pushes, as the contract orders accesses.
+// Derives dependency edges from a stream of pushes, as the contract orders accesses. The ops
+// of a run of commute (or reduce) accesses to a var get no edges among themselves: each
+// depends on the accesses before the run, and the next other access depends on all of them.
 #pragma once
 
 #include <cstdint>
@@ -27,10 +29,13 @@ class DependencyTracker {
 
  private:
   struct VarState {
-    bool has_writer = false;
-    std::uint64_t writer = 0;
+    // The last write: one op, or the ops of a commute or reduce run once it has ended.
+    std::vector<std::uint64_t> writers;
     std::uint64_t version = 0;  // the version the last writer created
     std::vector<std::uint64_t> readers;  // readers of that version, in push order
+    // The commute or reduce run still open (each op depends on the state before the run).
+    std::vector<std::uint64_t> run;
+    AccessMode run_mode = AccessMode::commute;
   };
   std::unordered_map<std::uint64_t, VarState> vars_;
 };

@@ -24,6 +24,10 @@ const char* mode_code(AccessMode m) {
       return "w";
     case AccessMode::read_write:
       return "rw";
+    case AccessMode::commute:
+      return "c";
+    case AccessMode::reduce:
+      return "red";
   }
   return "?";
 }
@@ -36,12 +40,17 @@ const char* mode_name(AccessMode m) {
       return "write";
     case AccessMode::read_write:
       return "read_write";
+    case AccessMode::commute:
+      return "commute";
+    case AccessMode::reduce:
+      return "reduce";
   }
   return "?";
 }
 
 bool parse_mode(std::string_view s, AccessMode& out) {
-  for (AccessMode m : {AccessMode::read, AccessMode::write, AccessMode::read_write}) {
+  for (AccessMode m : {AccessMode::read, AccessMode::write, AccessMode::read_write,
+                      AccessMode::commute, AccessMode::reduce}) {
     if (s == mode_code(m) || s == mode_name(m)) {
       out = m;
       return true;
@@ -213,6 +222,19 @@ struct NodeWriter {
   }
 };
 
+// " (commute)" or " (reduce)" when either end accesses `var` that way: an edge into or out
+// of a run whose ops are not ordered among themselves.
+std::string run_suffix(const GraphNode& from, const GraphNode& to, std::uint64_t var) {
+  for (const GraphNode* n : {&to, &from}) {
+    for (const VarAccess& a : n->accesses) {
+      if (a.var != var) continue;
+      if (a.mode == AccessMode::commute) return " (commute)";
+      if (a.mode == AccessMode::reduce) return " (reduce)";
+    }
+  }
+  return "";
+}
+
 struct EdgeWriter {
   const BoostGraph* g;
   const Graph* graph;
@@ -220,7 +242,10 @@ struct EdgeWriter {
     const EdgeLabel& l = (*g)[e];
     const EdgeStyle st = edge_style(l.kind);
     out << "[kind=\"" << dep_kind_name(l.kind) << "\", var=\"" << l.var << "\", version=\""
-        << l.version << "\", label=" << dot_quote(graph->var_name(l.var)) << ", style=" << st.style
+        << l.version << "\", label="
+        << dot_quote(graph->var_name(l.var) + run_suffix((*g)[boost::source(e, *g)],
+                                                         (*g)[boost::target(e, *g)], l.var))
+        << ", style=" << st.style
         << ", color=\"" << st.color << "\"]";
   }
 };

@@ -27,6 +27,39 @@ TEST(VarQueue, GrantsReadsTogetherAndAWriteAlone) {
   EXPECT_FALSE(q.write_active);
 }
 
+// Issue 14: a run of consecutive commute (or reduce) accesses is granted together once what
+// came before is done; the next access of another kind (or another run kind) waits for the
+// whole run; a run keeps growing while nothing waits behind it.
+TEST(VarQueue, GrantsARunOfCommuteOrReduceAccessesTogether) {
+  VarQueue q;
+  Access w{.kind = AccessKind::write}, c1{.kind = AccessKind::commute},
+      c2{.kind = AccessKind::commute}, red{.kind = AccessKind::reduce},
+      c3{.kind = AccessKind::commute}, r{.kind = AccessKind::read};
+  EXPECT_TRUE(q.grant_or_enqueue(w));
+  EXPECT_FALSE(q.grant_or_enqueue(c1));
+  EXPECT_FALSE(q.grant_or_enqueue(c2));
+  EXPECT_FALSE(q.grant_or_enqueue(red));  // another run kind: after the commute run
+  Access* granted = q.release(AccessKind::write);
+  ASSERT_EQ(granted, &c1);
+  ASSERT_EQ(granted->next, &c2);
+  EXPECT_EQ(c2.next, nullptr);
+  EXPECT_EQ(q.group_running, 2);
+  EXPECT_EQ(q.release(AccessKind::commute), nullptr);
+  EXPECT_EQ(q.release(AccessKind::commute), &red);
+  EXPECT_EQ(q.group_kind, AccessKind::reduce);
+  EXPECT_EQ(q.release(AccessKind::reduce), nullptr);
+  // Nothing waits: a commute access is granted at once, and joins the run it starts.
+  EXPECT_TRUE(q.grant_or_enqueue(c3));
+  EXPECT_TRUE(q.grant_or_enqueue(c1));
+  EXPECT_FALSE(q.grant_or_enqueue(r));
+  EXPECT_FALSE(q.grant_or_enqueue(c2));  // behind the waiting read: a run of its own
+  EXPECT_EQ(q.release(AccessKind::commute), nullptr);
+  EXPECT_EQ(q.release(AccessKind::commute), &r);
+  EXPECT_EQ(q.release(AccessKind::read), &c2);
+  EXPECT_EQ(q.release(AccessKind::commute), nullptr);
+  EXPECT_EQ(q.group_running, 0);
+}
+
 #ifndef NDEBUG
 TEST(VarQueueDeathTest, ReleasingAReadThatWasNotGrantedAborts) {
   EXPECT_DEATH(

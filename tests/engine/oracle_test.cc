@@ -12,6 +12,11 @@
 // the naive engine, and the two engines must agree exactly (values, failures, which ops ran,
 // the values deleted vars held, the observer's counts).
 //
+// The `modes` configurations give a fifth of the ops one commute(v) or reduce(v) access (a
+// commutative update: the var's value plus a hash of what the op reads, so the sequential
+// result is defined whatever order the engine picks): commute on CPU ops, async ones
+// included, reduce on synchronous CPU ops, whose contributions meet in per-thread buffers.
+//
 // DEPENGINE_ORACLE_SEEDS=n runs n seeds per configuration instead of 10.
 #include <atomic>
 #include <algorithm>
@@ -61,6 +66,7 @@ struct OpSpec {
   bool throws_at_launch = false;  // a GPU op's failure: raised by the launch, else on the stream
   int priority = 0;
   bool delete_var = false;  // SharedOracle: deletes writes[0]'s var, which gets a new one
+  std::vector<int> commutes, reduces;  // commute(v) and reduce(v) accesses, apart from the rest
 };
 
 // The sequential model: values and failure origins per var, and which ops run (an op runs
@@ -78,14 +84,31 @@ std::uint64_t compute(const OpSpec& op, const std::vector<std::uint64_t>& value)
   return h;
 }
 
+// The commutative update of a commute or reduce access: value += contribution(h, v).
+std::uint64_t contribution(std::uint64_t h, int v) {
+  return mix(h, static_cast<std::uint64_t>(v) + 7777);
+}
+
+// Commute and reduce accesses do not inherit their var's failure (the ops of a run go in
+// any order, so none may see another's); they pass the op's failure on to the var, where
+// the earliest origin stays. An update of a failed var is lost (its value is never seen:
+// every later reader is skipped until a write replaces it).
 void apply(const OpSpec& op, Model& m) {
   int upstream = -1;
-  for (int r : op.reads) {
+  auto see = [&](int r) {
     if (m.failed[r] >= 0 && (upstream < 0 || m.failed[r] < upstream)) upstream = m.failed[r];
-  }
+  };
+  for (int r : op.reads) see(r);
   m.ran.push_back(upstream < 0);
   if (upstream >= 0 || op.throws) {
-    for (int w : op.writes) m.failed[w] = upstream >= 0 ? upstream : op.index;
+    const int origin = upstream >= 0 ? upstream : op.index;
+    for (int w : op.writes) m.failed[w] = origin;
+    for (int v : op.commutes) {
+      if (m.failed[v] < 0 || origin < m.failed[v]) m.failed[v] = origin;
+    }
+    for (int v : op.reduces) {
+      if (m.failed[v] < 0 || origin < m.failed[v]) m.failed[v] = origin;
+    }
     return;
   }
   std::uint64_t h = compute(op, m.value);
@@ -93,12 +116,18 @@ void apply(const OpSpec& op, Model& m) {
     m.value[w] = mix(h, static_cast<std::uint64_t>(w));
     m.failed[w] = -1;
   }
+  for (int c : op.commutes) {
+    if (m.failed[c] < 0) m.value[c] += contribution(h, c);
+  }
+  for (int r : op.reduces) {
+    if (m.failed[r] < 0) m.value[r] += contribution(h, r);
+  }
 }
 
-// `gpu_percent` of the ops go to one of two GPUs; with 0 the program is the same as before
-// GPU ops existed (no extra draws).
+// `gpu_percent` of the ops go to one of two GPUs, `mode_percent` get a commute or reduce
+// access; with 0 the program is the same as before they existed (no extra draws).
 std::vector<OpSpec> generate(std::uint32_t seed, int n, int first_var, int var_count,
-                             int gpu_percent) {
+                             int gpu_percent, int mode_percent = 0) {
   std::mt19937 rng(seed);
   auto pick = [&] { return first_var + static_cast<int>(rng() % static_cast<unsigned>(var_count)); };
   std::vector<OpSpec> ops;
@@ -118,6 +147,17 @@ std::vector<OpSpec> generate(std::uint32_t seed, int n, int first_var, int var_c
       op.gpu = static_cast<int>(rng() % 2);
       op.lane = static_cast<Lane>(rng() % kLaneCount);
       op.throws_at_launch = rng() % 4 == 0;
+    }
+    if (mode_percent > 0 && static_cast<int>(rng() % 100) < mode_percent) {
+      // On a var the op lists nowhere else, so that what it computes does not read a value
+      // that the other ops of the run change in any order.
+      const int v = pick();
+      const bool elsewhere = std::find(op.reads.begin(), op.reads.end(), v) != op.reads.end() ||
+                             std::find(op.writes.begin(), op.writes.end(), v) != op.writes.end();
+      // CPU ops only: on a GPU, a commute op also inherits the device failures of the op
+      // before it in the run, which the events chain (docs/design.md).
+      const bool reduce = rng() % 2 == 0 && !op.async;
+      if (!elsewhere && op.gpu < 0) (reduce ? op.reduces : op.commutes).push_back(v);
     }
     ops.push_back(std::move(op));
   }
@@ -149,11 +189,17 @@ void push_op(Engine& e, const OpSpec& op, const std::vector<Var>& vars,
   std::vector<Var> reads, writes;
   for (int r : op.reads) reads.push_back(vars[static_cast<std::size_t>(r)]);
   for (int w : op.writes) writes.push_back(vars[static_cast<std::size_t>(w)]);
-  auto body = [&value, &ran, &op] {
+  for (int c : op.commutes) writes.push_back(commute(vars[static_cast<std::size_t>(c)]));
+  for (int r : op.reduces) writes.push_back(reduce(vars[static_cast<std::size_t>(r)]));
+  auto body = [&value, &ran, &op, &vars] {
     ran[static_cast<std::size_t>(op.index)] = 1;
     if (op.throws) throw std::runtime_error(std::to_string(op.index));
     std::uint64_t h = compute(op, value);
     for (int w : op.writes) value[static_cast<std::size_t>(w)] = mix(h, static_cast<std::uint64_t>(w));
+    for (int c : op.commutes) value[static_cast<std::size_t>(c)] += contribution(h, c);
+    for (int r : op.reduces) {
+      *reduction_buffer<std::uint64_t>(vars[static_cast<std::size_t>(r)]) += contribution(h, r);
+    }
   };
   if (op.gpu >= 0) {
     const PushOptions on{.device = Device::gpu(op.gpu), .lane = op.lane, .priority = op.priority};
@@ -210,10 +256,29 @@ struct Config {
   int threads;
   int frontends;
   int gpu_percent = 0;
+  int mode_percent = 0;
   friend void PrintTo(const Config& c, std::ostream* os) {
-    *os << c.kind << "/" << c.threads << "w/" << c.frontends << "f/gpu" << c.gpu_percent;
+    *os << c.kind << "/" << c.threads << "w/" << c.frontends << "f/gpu" << c.gpu_percent
+        << "/modes" << c.mode_percent;
   }
 };
+
+// The program's vars; each sums the contributions of its reduce accesses into its value.
+std::vector<Var> make_vars(Engine& e, std::vector<std::uint64_t>& value) {
+  std::vector<Var> vars;
+  for (std::size_t i = 0; i < value.size(); ++i) {
+    vars.push_back(e.new_var());
+    e.set_reduction(vars.back(),
+                    {.identity = [] { return std::make_shared<std::uint64_t>(0); },
+                     .combine =
+                         [](void* into, const void* from) {
+                           *static_cast<std::uint64_t*>(into) +=
+                               *static_cast<const std::uint64_t*>(from);
+                         },
+                     .target = &value[i]});
+  }
+  return vars;
+}
 
 std::unique_ptr<Engine> make_oracle_engine(const Config& c) {
   return Engine::create(c.kind, {.cpu_threads = c.threads, .sim_gpus = c.gpu_percent > 0 ? 2 : 0});
@@ -244,6 +309,8 @@ std::string describe(const OpSpec& op, const std::vector<char>& ran) {
   for (int r : op.reads) s += " " + std::to_string(r);
   s += " } writes {";
   for (int w : op.writes) s += " " + std::to_string(w);
+  for (int c : op.commutes) s += " commute " + std::to_string(c);
+  for (int r : op.reduces) s += " reduce " + std::to_string(r);
   return s + " } ran " + std::to_string(int{ran[static_cast<std::size_t>(op.index)]});
 }
 
@@ -259,12 +326,11 @@ struct DrainOnExit {
 
 // One frontend: the program's push order is the model's order; waits in the middle of the
 // program are checked against the model at that point.
-void run_single_frontend(Engine& e, std::uint32_t seed, int gpu_percent) {
+void run_single_frontend(Engine& e, std::uint32_t seed, int gpu_percent, int mode_percent) {
   Completer completer(2);
-  std::vector<Var> vars;
-  for (int i = 0; i < kVars; ++i) vars.push_back(e.new_var());
   std::vector<std::uint64_t> value(kVars, 0);
-  std::vector<OpSpec> ops = generate(seed, kOpsPerSeed, 0, kVars, gpu_percent);
+  std::vector<Var> vars = make_vars(e, value);
+  std::vector<OpSpec> ops = generate(seed, kOpsPerSeed, 0, kVars, gpu_percent, mode_percent);
   std::vector<char> ran(ops.size(), 0);
   // A failed check returns early: the ops in flight use the locals above.
   DrainOnExit drain{e};
@@ -300,18 +366,18 @@ void run_single_frontend(Engine& e, std::uint32_t seed, int gpu_percent) {
 
 // Several frontends push at once, each its own program over its own share of the vars plus
 // reads of vars that no one writes; each share must match its own sequential model.
-void run_multi_frontend(Engine& e, std::uint32_t seed, int frontends, int gpu_percent) {
+void run_multi_frontend(Engine& e, std::uint32_t seed, int frontends, int gpu_percent,
+                        int mode_percent) {
   Completer completer(2);
-  std::vector<Var> vars;
-  for (int i = 0; i < kVars; ++i) vars.push_back(e.new_var());
   std::vector<std::uint64_t> value(kVars, 0);
+  std::vector<Var> vars = make_vars(e, value);
   const int share = kVars / frontends;
   std::vector<Model> models(static_cast<std::size_t>(frontends));
   std::vector<std::vector<OpSpec>> programs;
   std::vector<std::vector<char>> ran;
   for (int t = 0; t < frontends; ++t) {
     programs.push_back(generate(seed * 31u + static_cast<std::uint32_t>(t), kOpsPerSeed / frontends,
-                                t * share, share, gpu_percent));
+                                t * share, share, gpu_percent, mode_percent));
     ran.emplace_back(programs.back().size(), 0);
   }
   std::vector<std::thread> threads;
@@ -352,9 +418,9 @@ TEST_P(Oracle, RandomProgramsMatchTheSequentialModel) {
     auto e = make_oracle_engine(c);
     const auto seed = static_cast<std::uint32_t>(1000 + s);
     if (c.frontends == 1) {
-      run_single_frontend(*e, seed, c.gpu_percent);
+      run_single_frontend(*e, seed, c.gpu_percent, c.mode_percent);
     } else {
-      run_multi_frontend(*e, seed, c.frontends, c.gpu_percent);
+      run_multi_frontend(*e, seed, c.frontends, c.gpu_percent, c.mode_percent);
     }
     if (HasFatalFailure()) return;
   }
@@ -367,10 +433,9 @@ TEST_P(Oracle, WaitAllReportsTheFirstFailureInPushOrder) {
   if (c.frontends != 1) GTEST_SKIP() << "push order across frontends is not fixed";
   Completer completer(2);
   auto e = make_oracle_engine(c);
-  std::vector<Var> vars;
-  for (int i = 0; i < kVars; ++i) vars.push_back(e->new_var());
   std::vector<std::uint64_t> value(kVars, 0);
-  std::vector<OpSpec> ops = generate(77, 3000, 0, kVars, c.gpu_percent);
+  std::vector<Var> vars = make_vars(*e, value);
+  std::vector<OpSpec> ops = generate(77, 3000, 0, kVars, c.gpu_percent, c.mode_percent);
   std::vector<char> ran(ops.size(), 0);
   int first = -1;
   for (const OpSpec& op : ops) {
@@ -394,11 +459,16 @@ INSTANTIATE_TEST_SUITE_P(
                     Config{"threaded", 2, 4}, Config{"threaded", 3, 4}, Config{"threaded", 8, 4},
                     Config{"naive", 1, 1, 20}, Config{"threaded", 1, 1, 20},
                     Config{"threaded", 2, 1, 20}, Config{"threaded", 8, 1, 20},
-                    Config{"threaded", 2, 4, 20}),
+                    Config{"threaded", 2, 4, 20}, Config{"naive", 1, 1, 0, 20},
+                    Config{"threaded", 1, 1, 0, 20}, Config{"threaded", 2, 1, 0, 20},
+                    Config{"threaded", 8, 1, 0, 20}, Config{"threaded", 3, 4, 0, 20},
+                    Config{"naive", 1, 1, 20, 20}, Config{"threaded", 2, 1, 20, 20},
+                    Config{"threaded", 8, 4, 20, 20}),
     [](const testing::TestParamInfo<Config>& p) {
       return p.param.kind + "_" + std::to_string(p.param.threads) + "w_" +
              std::to_string(p.param.frontends) + "f" +
-             (p.param.gpu_percent > 0 ? "_gpu" + std::to_string(p.param.gpu_percent) : "");
+             (p.param.gpu_percent > 0 ? "_gpu" + std::to_string(p.param.gpu_percent) : "") +
+             (p.param.mode_percent > 0 ? "_modes" + std::to_string(p.param.mode_percent) : "");
     });
 
 // --- Frontends sharing vars, replayed on the naive engine ---

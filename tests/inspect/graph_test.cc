@@ -117,6 +117,39 @@ TEST(InspectGraph, ReadWriteAccessIsOrderedAsAWrite) {
                                                       {2, 3, DepKind::raw, 1}}));
 }
 
+// Issue 14: the ops of a commute (or reduce) run get no edges among themselves; each waits
+// for the accesses before the run, and the next access of another mode waits for all of
+// them (RAW for a reader, WAW for a writer or the next run of reduce accesses).
+TEST(InspectGraph, CommuteAndReduceRunsAreUnorderedInside) {
+  constexpr auto C = AccessMode::commute;
+  constexpr auto RED = AccessMode::reduce;
+  Program p;
+  p.op({{1, W}});    // 0
+  p.op({{1, R}});    // 1
+  p.op({{1, C}});    // 2
+  p.op({{1, C}});    // 3
+  p.op({{1, RED}});  // 4: a new run
+  p.op({{1, RED}});  // 5
+  p.op({{1, RW}});   // 6: as the engine's reduce_combine
+  EXPECT_EQ(edge_set(p.g.edges()), (std::set<EdgeKey>{{0, 1, DepKind::raw, 1},
+                                                      {0, 2, DepKind::raw, 1},
+                                                      {0, 3, DepKind::raw, 1},
+                                                      {1, 2, DepKind::war, 1},
+                                                      {1, 3, DepKind::war, 1},
+                                                      {2, 4, DepKind::waw, 1},
+                                                      {3, 4, DepKind::waw, 1},
+                                                      {2, 5, DepKind::waw, 1},
+                                                      {3, 5, DepKind::waw, 1},
+                                                      {4, 6, DepKind::raw, 1},
+                                                      {5, 6, DepKind::raw, 1}}));
+  const std::string dot = p.g.to_dot();
+  EXPECT_NE(dot.find("(commute)"), std::string::npos);
+  EXPECT_NE(dot.find("(reduce)"), std::string::npos);
+  const Graph back = Graph::from_json(p.g.to_json());
+  EXPECT_EQ(back.node(2).accesses[0].mode, C);
+  EXPECT_EQ(back.node(4).accesses[0].mode, RED);
+}
+
 TEST(InspectGraph, IndependentVarsGiveNoEdges) {
   Program p;
   p.op({{1, W}});

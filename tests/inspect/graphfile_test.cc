@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <ostream>
+#include <set>
 #include <sstream>
 #include <string>
 
@@ -59,6 +60,12 @@ const Malformed kMalformed[] = {
     {"priority too large", R"({"ops": [{"name": "a", "priority": 4294967296}]})", 0, "priority",
      "must be an integer"},
     {"unknown field", R"({"ops": [{"name": "a", "cost": 5}]})", 0, "cost", "unknown field"},
+    {"commute var also written", R"({"ops": [{"name": "a", "writes": ["x"], "commute": ["x"]}]})",
+     0, "commute", "var 'x' is also in writes"},
+    {"reduce var also commuted", R"({"ops": [{"name": "a", "commute": ["x"], "reduce": ["x"]}]})",
+     0, "reduce", "var 'x' is also in commute"},
+    {"reduce not an array", R"({"ops": [{"name": "a", "reduce": "x"}]})", 0, "reduce",
+     "must be an array"},
     // Issue 11, item 14: nlohmann's parser takes the last of repeated keys, so this ran nothing.
     {"duplicate top level key", R"({"ops": [{"name": "a"}], "ops": []})", -1, "ops",
      "duplicate key"},
@@ -107,6 +114,46 @@ TEST(InspectGraphFileParse, ExampleFromTheIssue) {
   const auto a = depengine::analyze(gf::to_graph(p));
   EXPECT_DOUBLE_EQ(a.work, 100);
   EXPECT_DOUBLE_EQ(a.span, 100);
+}
+
+// Issue 14: "commute" and "reduce" lists. A commute run's ops are unordered among
+// themselves but one at a time (analyze bounds the time by the heaviest run); a reduce
+// run's ops are concurrent; the next other access waits for the whole run. Both survive a
+// round trip through the file and through a graph dump, and run on an engine.
+TEST(InspectGraphFileParse, CommuteAndReduceLists) {
+  const char* text = R"({ "ops": [
+      {"name": "init", "writes": ["h", "s"], "cost_us": 10},
+      {"name": "c0", "reads": ["x"], "commute": ["h"], "cost_us": 100},
+      {"name": "c1", "commute": ["h"], "cost_us": 100},
+      {"name": "c2", "commute": ["h"], "reduce": ["s"], "cost_us": 100},
+      {"name": "r0", "reduce": ["s"], "cost_us": 100},
+      {"name": "use", "reads": ["h", "s"], "cost_us": 10} ] })";
+  const gf::Program p = gf::parse_program(text);
+  ASSERT_EQ(p.ops.size(), 6u);
+  EXPECT_EQ(p.ops[3].commutes.size(), 1u);
+  EXPECT_EQ(p.ops[3].reduces.size(), 1u);
+  const depengine::Graph g = gf::to_graph(p);
+  // init -> c0, c1, c2 (h) and -> c2, r0 (s); every run op -> use; none among the runs.
+  std::set<std::pair<std::size_t, std::size_t>> pairs;
+  for (const auto& e : g.edges()) pairs.emplace(e.from, e.to);
+  EXPECT_EQ(pairs, (std::set<std::pair<std::size_t, std::size_t>>{
+                       {0, 1}, {0, 2}, {0, 3}, {0, 4}, {1, 5}, {2, 5}, {3, 5}, {4, 5}}));
+  const auto a = depengine::analyze(g);
+  EXPECT_DOUBLE_EQ(a.span, 120);
+  EXPECT_EQ(a.commute_runs, 1u);
+  EXPECT_EQ(a.reduce_runs, 1u);
+  EXPECT_DOUBLE_EQ(a.heaviest_commute_run, 300);
+  EXPECT_DOUBLE_EQ(a.parallelism, 420.0 / 300);
+  const std::string dot = g.to_dot();
+  EXPECT_NE(dot.find("label=\"h (commute)\""), std::string::npos) << dot;
+  EXPECT_NE(dot.find("label=\"s (reduce)\""), std::string::npos) << dot;
+  EXPECT_EQ(gf::to_json(gf::parse_program(gf::to_json(p))), gf::to_json(p));
+  EXPECT_EQ(gf::to_json(gf::parse_program(g.to_json())), gf::to_json(p));
+  EXPECT_EQ(depengine::Graph::from_dot(dot).edge_count(), g.edge_count());
+  for (const char* kind : {"naive", "threaded"}) {
+    auto e = depengine::Engine::create(kind, {.cpu_threads = 2});
+    EXPECT_GT(gf::run(*e, p, nullptr), 0);
+  }
 }
 
 TEST(InspectGraphFileParse, GraphFileAndDumpRoundTrip) {

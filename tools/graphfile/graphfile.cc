@@ -14,11 +14,13 @@
 #include <iostream>
 #include <iterator>
 #include <limits>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <span>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 
 namespace depengine::graphfile {
 namespace {
@@ -44,8 +46,8 @@ std::string describe(const json& v) {
   return std::string("a value of type ") + v.type_name();
 }
 
-constexpr const char* kOpFields[] = {"name", "reads", "writes", "cost_us",
-                                     "device", "lane", "priority"};
+constexpr const char* kOpFields[] = {"name",   "reads", "writes",  "commute", "reduce",
+                                     "cost_us", "device", "lane", "priority"};
 
 // A parser callback that rejects an object repeating a key (nlohmann's parser would keep
 // the last one, so {"ops": [...], "ops": []} ran nothing). It tracks where the parser is to
@@ -149,6 +151,25 @@ void read_var_list(const json& op, const char* field, std::size_t i, Builder& b,
   out.erase(std::unique(out.begin(), out.end()), out.end());
 }
 
+// A commute or reduce var may not be in another list of the same op (the engine refuses
+// reduce beside another access, and commute beside a write would be a plain read-write).
+void check_exclusive_lists(const OpSpec& s, std::size_t i, const std::vector<std::string>& names) {
+  const std::pair<const char*, const std::vector<std::size_t>*> lists[] = {
+      {"reads", &s.reads}, {"writes", &s.writes}, {"commute", &s.commutes}, {"reduce", &s.reduces}};
+  for (std::size_t a = 2; a < 4; ++a) {
+    for (std::size_t b = 0; b < 4; ++b) {
+      if (a == b || (b > a)) continue;
+      for (std::size_t v : *lists[a].second) {
+        if (std::binary_search(lists[b].second->begin(), lists[b].second->end(), v)) {
+          op_error(i, lists[a].first,
+                   "var '" + names[v] + "' is also in " + lists[b].first +
+                       " (a commute or reduce var may be in no other list of the op)");
+        }
+      }
+    }
+  }
+}
+
 OpSpec read_op(const json& op, std::size_t i, Builder& b) {
   if (!op.is_object()) {
     throw FileError("op " + std::to_string(i) + ": must be an object, got " + describe(op),
@@ -157,7 +178,8 @@ OpSpec read_op(const json& op, std::size_t i, Builder& b) {
   for (const auto& [key, value] : op.items()) {
     if (std::find(std::begin(kOpFields), std::end(kOpFields), key) == std::end(kOpFields)) {
       op_error(i, key,
-               "unknown field (expected name, reads, writes, cost_us, device, lane, priority)");
+               "unknown field (expected name, reads, writes, commute, reduce, cost_us, device, "
+               "lane, priority)");
     }
   }
   OpSpec s;
@@ -170,6 +192,9 @@ OpSpec read_op(const json& op, std::size_t i, Builder& b) {
   b.add_name(i, s.name);
   read_var_list(op, "reads", i, b, s.reads);
   read_var_list(op, "writes", i, b, s.writes);
+  read_var_list(op, "commute", i, b, s.commutes);
+  read_var_list(op, "reduce", i, b, s.reduces);
+  check_exclusive_lists(s, i, b.program.vars);
   if (auto c = op.find("cost_us"); c != op.end()) {
     if (!c->is_number()) op_error(i, "cost_us", "must be a number, got " + describe(*c));
     const double v = c->get<double>();
@@ -231,10 +256,18 @@ Program from_dump(std::string_view text) {
         b.program.vars.push_back(label.empty() ? "v" + std::to_string(a.var) : label);
       }
       const std::size_t v = it->second;
+      if (a.mode == AccessMode::commute) {
+        s.commutes.push_back(v);
+        continue;
+      }
+      if (a.mode == AccessMode::reduce) {
+        s.reduces.push_back(v);
+        continue;
+      }
       if (a.mode != AccessMode::write) s.reads.push_back(v);
       if (a.mode != AccessMode::read) s.writes.push_back(v);
     }
-    for (auto* list : {&s.reads, &s.writes}) {
+    for (auto* list : {&s.reads, &s.writes, &s.commutes, &s.reduces}) {
       std::sort(list->begin(), list->end());
       list->erase(std::unique(list->begin(), list->end()), list->end());
     }
@@ -365,6 +398,14 @@ std::string to_json(const Program& program) {
     for (std::size_t v : s.reads) j["reads"].push_back(names[v]);
     j["writes"] = nlohmann::ordered_json::array();
     for (std::size_t v : s.writes) j["writes"].push_back(names[v]);
+    if (!s.commutes.empty()) {
+      j["commute"] = nlohmann::ordered_json::array();
+      for (std::size_t v : s.commutes) j["commute"].push_back(names[v]);
+    }
+    if (!s.reduces.empty()) {
+      j["reduce"] = nlohmann::ordered_json::array();
+      for (std::size_t v : s.reduces) j["reduce"].push_back(names[v]);
+    }
     j["cost_us"] = s.cost_us;
     if (!s.device.is_cpu()) j["device"] = s.device.str();
     if (s.lane != Lane::compute) j["lane"] = lane_name(s.lane);
@@ -403,6 +444,8 @@ Graph to_graph(const Program& program) {
       r += take_r;
       w += take_w;
     }
+    for (std::size_t v : op.commutes) acc.push_back({v + 1, ++versions[v], AccessMode::commute});
+    for (std::size_t v : op.reduces) acc.push_back({v + 1, ++versions[v], AccessMode::reduce});
     OpInfo info{i, op.name, op.device, op.lane, op.priority, acc};
     g.add_op(info, op.cost_us);
   }
@@ -430,6 +473,20 @@ void spin_for_us(double us) {
   }
 }
 
+// The ops of a graph file only spin: the vars they reduce get hooks that combine nothing.
+void set_spin_reductions(Engine& engine, const Program& program, const std::vector<Var>& vars) {
+  std::vector<char> done(vars.size(), 0);
+  for (const OpSpec& s : program.ops) {
+    for (std::size_t v : s.reduces) {
+      if (std::exchange(done[v], 1)) continue;
+      static char nothing = 0;
+      engine.set_reduction(vars[v], {.identity = [] { return std::make_shared<char>(0); },
+                                     .combine = [](void*, const void*) {},
+                                     .target = &nothing});
+    }
+  }
+}
+
 double run(Engine& engine, const Program& program, GraphRecorder* recorder) {
   std::vector<Var> vars;
   vars.reserve(program.vars.size());
@@ -437,6 +494,7 @@ double run(Engine& engine, const Program& program, GraphRecorder* recorder) {
     vars.push_back(engine.new_var());
     if (recorder) recorder->set_var_name(vars.back().id(), program.vars[v]);
   }
+  set_spin_reductions(engine, program, vars);
   std::vector<Var> reads, writes;
   const auto t0 = std::chrono::steady_clock::now();
   for (const OpSpec& s : program.ops) {
@@ -444,6 +502,8 @@ double run(Engine& engine, const Program& program, GraphRecorder* recorder) {
     writes.clear();
     for (std::size_t v : s.reads) reads.push_back(vars[v]);
     for (std::size_t v : s.writes) writes.push_back(vars[v]);
+    for (std::size_t v : s.commutes) writes.push_back(commute(vars[v]));
+    for (std::size_t v : s.reduces) writes.push_back(reduce(vars[v]));
     const double cost = s.cost_us;
     engine.push(
         [cost](const RunContext& ctx) {
@@ -465,6 +525,7 @@ double run_plain(Engine& engine, const Program& program) {
   std::vector<Var> vars;
   vars.reserve(program.vars.size());
   for (std::size_t v = 0; v < program.vars.size(); ++v) vars.push_back(engine.new_var());
+  set_spin_reductions(engine, program, vars);
   // Every op's reads then writes, resolved before the clock starts.
   std::vector<Var> flat;
   std::vector<std::size_t> starts;
@@ -473,6 +534,8 @@ double run_plain(Engine& engine, const Program& program) {
     starts.push_back(flat.size());
     for (std::size_t v : s.reads) flat.push_back(vars[v]);
     for (std::size_t v : s.writes) flat.push_back(vars[v]);
+    for (std::size_t v : s.commutes) flat.push_back(commute(vars[v]));
+    for (std::size_t v : s.reduces) flat.push_back(reduce(vars[v]));
   }
   starts.push_back(flat.size());
   const std::span<const Var> all(flat);

@@ -6,7 +6,10 @@
 //               "device": "cpu", "lane": "compute", "priority": 1} ] }
 //
 // Vars are named by strings and created on first use; an op that lists a var in both
-// "reads" and "writes" reads and writes it. `cost_us` (default 0) is busy work of that
+// "reads" and "writes" reads and writes it. "commute": [...] and "reduce": [...] list vars
+// the op updates as depengine::commute(v) and depengine::reduce(v) do (a run of such ops
+// runs in any order; a var listed there may not be in another list of the same op); the
+// ops a graph file runs only spin, so their reductions combine nothing. `cost_us` (default 0) is busy work of that
 // length; `device` ("cpu", "gpu(N)"), `lane` and `priority` are optional. An object that
 // repeats a key is malformed (JSON parsers disagree on which one counts). A graph JSON
 // dump (Graph::to_json) is accepted as well: its nodes become the ops, in dump order, and
@@ -31,6 +34,8 @@ struct OpSpec {
   std::string name;
   std::vector<std::size_t> reads;   // indices into Program::vars, each once
   std::vector<std::size_t> writes;  // likewise; a var in both lists is read and written
+  std::vector<std::size_t> commutes;  // commute(v) accesses: in no other list
+  std::vector<std::size_t> reduces;   // reduce(v) accesses: in no other list
   double cost_us = 0;
   Device device;
   Lane lane = Lane::compute;

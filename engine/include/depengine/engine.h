@@ -17,6 +17,7 @@
 #include "depengine/error.h"
 #include "depengine/observer.h"
 #include "depengine/segment.h"
+#include "depengine/reduction.h"
 #include "depengine/stream.h"
 #include "depengine/var.h"
 
@@ -166,7 +167,10 @@ class Engine {
 
   // Pushes a synchronous operation: `fn()` or `fn(const RunContext&)`, done when it
   // returns; a throw fails it. Returns at once (or once back-pressure allows). A var listed
-  // twice counts once; a var in both lists is one read-write access. All or nothing: when it
+  // twice counts once; a var in both lists is one read-write access. In the writes list,
+  // commute(v) and reduce(v) (depengine/var.h) relax the order among consecutive such
+  // accesses; commute(v) with a read of v is one commute access, with a write of v a
+  // read-write one. All or nothing: when it
   // throws (a null, deleted or foreign var, an unknown device or lane, a shutting-down
   // engine), nothing was pushed.
   //   engine->push([&] { c = a + b; }, {va, vb}, {vc}, {.name = "add"});
@@ -225,6 +229,12 @@ class Engine {
   // deleted since (the ops before it are pushed, as they would have been). Thread-safe.
   //   for (int i = 0; i < steps; ++i) e->replay(seg);
   virtual void replay(const Segment& segment) = 0;
+
+  // Sets the hooks that combine the reduce(v) accesses to `v` (depengine/reduction.h). A
+  // reduction already under way keeps the hooks it started with. Throws Error for a null,
+  // deleted or foreign var, or an empty identity or combine hook.
+  //   engine->set_reduction(v, {.identity = make_zero, .combine = add, .target = &total});
+  virtual void set_reduction(const Var& v, Reduction reduction) = 0;
 
   // "naive" or "threaded".
   virtual std::string_view kind() const noexcept = 0;

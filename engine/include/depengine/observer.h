@@ -12,7 +12,10 @@
 
 namespace depengine {
 
-enum class AccessMode : std::uint8_t { read, write, read_write };
+// commute: depengine::commute(v), a read-write that may swap with its neighbouring commute
+// accesses; reduce: depengine::reduce(v), a contribution combined before the next other
+// access (the engine then reports its combining op, named "reduce_combine", writing v).
+enum class AccessMode : std::uint8_t { read, write, read_write, commute, reduce };
 
 // One var an operation accesses, after duplicates are merged.
 struct VarAccess {

@@ -122,7 +122,18 @@ bool has_gpu_state(Op& op) noexcept {
 Failure read_failure(Op& op) {
   Failure first;
   for (const Access& a : op.acc) {
-    if (!reads(a.kind)) continue;
+    if (a.kind == AccessKind::commute) {
+      // Not inherited (docs/design.md, commute): a failure of the device work before the
+      // run stays with the var, which this op holds.
+      const GpuVarState* g = a.var->gpu.get();
+      if (g && g->writer && g->writer->done()) {
+        const Failure& late = g->writer->failure();
+        Failure& held = a.var->failure;
+        if (late && (!held || late.origin < held.origin)) held = late;
+      }
+      continue;
+    }
+    if (!inherits_failure(a.kind)) continue;
     const Failure* f = &a.var->failure;
     if (!*f) {
       const GpuVarState* g = a.var->gpu.get();
@@ -151,7 +162,9 @@ void incomplete_inputs(Op& op, std::vector<GpuSyncPtr>& out) {
 void reset_written(Op& op) {
   for (const Access& a : op.acc) {
     GpuVarState* g = a.var->gpu.get();
-    if (!g || !writes(a.kind)) continue;
+    // A reduce access leaves the var's device writer in place: the combining op after the
+    // run inherits its failure (the contributions, running concurrently, cannot).
+    if (!g || !writes(a.kind) || a.kind == AccessKind::reduce) continue;
     g->writer.reset();
     std::lock_guard lk(g->lock);
     g->readers.clear();

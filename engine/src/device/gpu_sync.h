@@ -134,8 +134,9 @@ struct GpuVarState {
 // True when some var of `op` has GPU state (the fast check for host ops).
 bool has_gpu_state(Op& op) noexcept;
 
-// The earliest failure among the vars `op` reads: a var's own failure, else the failure
-// with which its last stream write completed.
+// The earliest failure among the vars whose failure `op` inherits: a var's own failure,
+// else the failure with which its last stream write completed. For a commute var (held by
+// `op`), a failed completed stream write's failure is added to the var's instead.
 Failure read_failure(Op& op);
 
 // Host ops: appends the incomplete stream ops that `op` must wait for (writes it reads or

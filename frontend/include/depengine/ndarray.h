@@ -255,6 +255,18 @@ NDArray argmax(const NDArray& a, int axis);
 NDArray copy(const NDArray& a);
 NDArray transpose(const NDArray& a);
 
+// Adds `src` into `dst` as one contribution to a reduction (gradient accumulation; the
+// engine's reduce(v) accesses, as StarPU's STARPU_REDUX): accumulations into dst pushed one
+// after another run concurrently, each adding into a private buffer (zeros of dst's shape)
+// of the thread that runs it, and the buffers are summed into dst, as a tree, before dst is
+// next read or written (a blocker included) or at waitall. Unlike `dst += src`, which adds
+// in push order, the order of the additions, and so the float rounding of the result,
+// depends on scheduling. CPU arrays of the same shape on one engine; src may not share
+// dst's storage. Throws Error otherwise, and nothing is pushed.
+//   NDArray total = nd::zeros({n});
+//   for (const NDArray& g : grads) nd::accumulate(total, g);
+void accumulate(NDArray& dst, const NDArray& src);
+
 // Elementwise comparisons with numpy broadcasting: 1.0f where it holds, else 0.0f (float32
 // stands in for numpy's bool). CPU arrays only (Error for GPU arrays).
 enum class Compare { equal, not_equal, less, less_equal, greater, greater_equal };

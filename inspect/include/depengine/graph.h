@@ -144,6 +144,15 @@ struct GraphAnalysis {
   // Ops per topological level (level 0: no predecessors; else 1 + the deepest predecessor).
   std::vector<std::size_t> level_width;
   std::size_t max_width = 0;
+  // Runs of consecutive commute accesses to one var (in node order, which is push order).
+  // Their ops have no edges among themselves but run one at a time, so the heaviest run's
+  // total cost bounds the run time as the span does: parallelism is work divided by the
+  // larger of the two.
+  std::size_t commute_runs = 0;
+  double heaviest_commute_run = 0;
+  std::uint64_t heaviest_commute_var = 0;
+  // Runs of consecutive reduce accesses to one var (concurrent: no bound of their own).
+  std::size_t reduce_runs = 0;
 };
 
 struct AnalysisOptions {
