@@ -651,6 +651,28 @@ TEST_P(Segments, FailureInsideAReplayReachesItsSuccessors) {
   e->wait_all();
 }
 
+// Replays on one thread and pushes on another, all read-writes of one var: each is applied
+// once, whatever falls between them.
+TEST_P(Segments, ReplaysAndConcurrentPushesOfAnotherThread) {
+  auto e = make_engine(GetParam());
+  Var x = e->new_var();
+  Var y = e->new_var();
+  long count = 0;  // written only by ops that write x
+  Segment seg = e->record([&] {
+    e->push([&] { ++count; }, {x}, {x});
+    e->push([] {}, {x}, {y});
+    e->push([&] { ++count; }, {y}, {x});
+  });
+  ASSERT_TRUE(seg.precomputed());
+  std::thread pusher([&] {
+    for (int i = 0; i < 200; ++i) e->push([&] { count += 1000; }, {}, {x});
+  });
+  for (int r = 0; r < 100; ++r) e->replay(seg);
+  pusher.join();
+  e->wait_all();
+  EXPECT_EQ(count, 2 * 101 + 200 * 1000);
+}
+
 INSTANTIATE_TEST_SUITE_P(Engines, Segments, kAllEngines, param_name);
 
 }  // namespace
