@@ -673,6 +673,34 @@ TEST_P(Segments, ReplaysAndConcurrentPushesOfAnotherThread) {
   EXPECT_EQ(count, 2 * 101 + 200 * 1000);
 }
 
+// A precomputed CPU segment between simulated-GPU ops on the same var: the device work
+// before it is complete when it runs, and the device work after it sees its writes.
+TEST_P(Segments, PrecomputedReplayBetweenGpuOps) {
+  auto e = make_engine(GetParam(), {.sim_gpus = 1});
+  Var v = e->new_var();
+  long value = 0;  // touched only by ops that write v
+  auto gpu = [&](long digit) {
+    e->push([&value, digit](const RunContext& ctx) {
+      ctx.stream->enqueue_host([&value, digit] { value = value * 10 + digit; });
+    }, {v}, {v}, {.device = Device::gpu(0)});
+  };
+  Segment seg = e->record([&] {
+    e->push([&] { value = value * 10 + 2; }, {v}, {v});
+    e->push([] {}, {v}, {});
+  });
+  ASSERT_TRUE(seg.precomputed());
+  e->wait_all();
+  for (int r = 0; r < 5; ++r) {
+    value = 0;
+    gpu(1);
+    e->replay(seg);
+    gpu(3);
+    e->wait_to_read(v);
+    EXPECT_EQ(value, 123);
+  }
+  e->wait_all();
+}
+
 INSTANTIATE_TEST_SUITE_P(Engines, Segments, kAllEngines, param_name);
 
 }  // namespace
