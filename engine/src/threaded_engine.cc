@@ -5,7 +5,8 @@
 // its accesses, which grants the next ones; the finishing CPU worker offers one newly ready
 // op to the scheduler as its continuation. A GPU op finishes for the var queues once its
 // work is on its stream, and retires when that work completes (device/gpu_sync.h describes
-// the events that order the rest).
+// the events that order the rest). A replayed segment of CPU ops (replay_fast) puts one
+// access per var in the queues and releases its ops among themselves by counters.
 #include <mutex>
 #include <optional>
 #include <unordered_map>
@@ -70,7 +71,7 @@ struct ReplayGate : Access {
 // One fast replay: its ops and gates, alive until its last op has finished (every gate has
 // then been granted and released). The segment it keeps holds the plan and the vars.
 struct ReplayRun {
-  ReplayRun(std::shared_ptr<const SegmentData> d)
+  explicit ReplayRun(std::shared_ptr<const SegmentData> d)
       : seg(std::move(d)),
         plan(seg->plan),
         ops(std::make_unique<Op*[]>(seg->ops.size())),
@@ -734,9 +735,9 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     }
     for (std::uint32_t k = plan.acc_begin[i]; k < plan.acc_begin[i + 1]; ++k) {
       ReplayGate& g = run->gates[plan.accesses[k].gate];
-      if (g.left.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-        release_access(g.var, g.kind, ready);
-      }
+      const std::uint32_t left = g.left.fetch_sub(1, std::memory_order_acq_rel);
+      DEPENGINE_INVARIANT(left >= 1, "a replay gate's count of unfinished ops went negative");
+      if (left == 1) release_access(g.var, g.kind, ready);
     }
     op.replay = nullptr;
     if (run->left.fetch_sub(1, std::memory_order_acq_rel) == 1) delete run;
