@@ -65,6 +65,12 @@ class EngineCore : public OpSink {
   bool recording_here() const noexcept;
   // Throws Error when the calling thread is recording this engine: `what` cannot replay.
   void check_not_recording(const char* what) const;
+  // Replays `segment` with its internal edges precomputed (threaded engine, segments whose
+  // ReplayPlan is usable); false when the engine leaves it to the per-op path, having
+  // pushed nothing.
+  virtual bool replay_fast(const std::shared_ptr<const SegmentData>& /*segment*/) {
+    return false;
+  }
 
   virtual void wait_to_read(const Var& v) = 0;
   virtual void wait_all() = 0;

@@ -104,6 +104,7 @@ class OpSink {
 
 struct Waiter;
 struct Epoch;
+struct ReplayRun;
 
 class Op final : public CompletionTarget {
  public:
@@ -172,6 +173,10 @@ class Op final : public CompletionTarget {
   std::unique_ptr<ReduceLinks, ReduceLinksDelete> reductions;
   // Non-null for the op that combines a reduction into its var.
   ReduceGroup* combines = nullptr;
+  // Threaded engine: the fast replay this op belongs to (its accesses are then not in the
+  // var queues: the replay's counters order it), and its index there.
+  ReplayRun* replay = nullptr;
+  std::uint32_t replay_index = 0;
   // Threaded engine: the wait_all epoch the op was pushed in.
   Epoch* epoch = nullptr;
   // The engine's observer when the op was pushed, if any.

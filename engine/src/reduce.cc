@@ -91,7 +91,7 @@ OpPtr make_combine_op(OpSink* sink, VarState* v, std::shared_ptr<ReduceGroup> gr
   OpPtr op(new Op(sink, false, PushOptions{.name = "reduce_combine"}));
   op->set_body(body_builder<SyncFunction<decltype(fn)>>(std::move(fn)));
   op->acc.resize(1);
-  op->acc[0] = Access{v, op.get(), nullptr, AccessKind::read_write, 0};
+  op->acc[0] = Access{v, op.get(), nullptr, AccessKind::read_write};
   var_add_ref(v);
   op->combines = raw;
   return op;

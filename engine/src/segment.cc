@@ -5,44 +5,18 @@
 #include <mutex>
 #include <new>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 #include <utility>
 #include <vector>
 
 #include "depengine/segment.h"
-#include "device/device_backend.h"
 #include "engine_core.h"
 #include "op.h"
+#include "segment_data.h"
 
 namespace depengine {
 namespace detail {
-
-// One recorded push. The body is shared between the push that recorded it and every
-// replay, which call it through a SharedBody that fits in the op's inline storage.
-struct RecordedOp {
-  std::shared_ptr<OpFunction> body;
-  bool async = false;
-  PushOptions options;
-  std::vector<Var> reads;
-  std::vector<Var> writes;
-};
-
-struct SegmentData {
-  std::uint64_t engine = 0;
-  std::vector<RecordedOp> ops;
-  std::size_t inputs = 0;
-  std::size_t outputs = 0;
-  // Every op synchronous and on one GPU stream (device, lane): a replay pushes one op that
-  // reads `reads` and writes `writes` and launches the ops' work as one (see StreamGraph).
-  bool one_stream = false;
-  PushOptions stream_options;
-  std::vector<Var> reads;
-  std::vector<Var> writes;
-  // Captured by the first replay on the stream's launcher thread; null when the stream
-  // cannot capture, and then each replay enqueues the ops' work in order.
-  mutable std::once_flag capture_once;
-  mutable std::unique_ptr<StreamGraph> graph;
-};
 
 namespace {
 
@@ -54,15 +28,6 @@ struct Recording {
   std::string refused;
 };
 thread_local Recording* t_recording = nullptr;
-
-class SharedBody final : public OpFunction {
- public:
-  explicit SharedBody(const std::shared_ptr<OpFunction>& f) : f_(f) {}
-  void call(const RunContext& ctx, Completion* done) override { f_->call(ctx, done); }
-
- private:
-  std::shared_ptr<OpFunction> f_;
-};
 
 // The caller's callable built once into a block of its own, shared by the recorded op.
 std::shared_ptr<OpFunction> make_shared_body(const BodyBuilder& body) {
@@ -146,6 +111,100 @@ void find_one_stream(SegmentData& d) {
                                  .name = "segment of " + std::to_string(d.ops.size()) + " ops"};
 }
 
+
+// The internal edges of a segment of plain CPU ops (ReplayPlan), each var's accesses taken
+// in recording order as its queue would take them. Accesses are merged per op as
+// Op::set_accesses merges them: a var listed twice counts once, one in both lists is a
+// read-write.
+void build_plan(SegmentData& d) {
+  ReplayPlan& p = d.plan;
+  for (const RecordedOp& op : d.ops) {
+    if (!op.options.device.is_cpu()) return;
+    for (const Var& v : op.writes) {
+      if (v.mode() != VarMode::plain) return;
+    }
+  }
+  const auto n = static_cast<std::uint32_t>(d.ops.size());
+  struct VarWalk {
+    std::uint32_t gate;
+    std::uint32_t last_write = UINT32_MAX;
+    std::vector<std::uint32_t> reads_since;
+  };
+  std::unordered_map<VarState*, VarWalk> walks;
+  std::vector<std::vector<std::uint32_t>> succ(n);
+  std::vector<std::vector<std::uint32_t>> firsts;
+  p.waits.assign(n, 0);
+  p.acc_begin.push_back(0);
+  for (std::uint32_t i = 0; i < n; ++i) {
+    const RecordedOp& op = d.ops[i];
+    const std::size_t begin = p.accesses.size();
+    auto add = [&](VarState* v, AccessKind kind) {
+      for (std::size_t k = begin; k < p.accesses.size(); ++k) {
+        if (p.accesses[k].var != v) continue;
+        if (p.accesses[k].kind != kind) p.accesses[k].kind = AccessKind::read_write;
+        return;
+      }
+      auto [it, fresh] = walks.try_emplace(v);
+      if (fresh) {
+        it->second.gate = static_cast<std::uint32_t>(p.gates.size());
+        p.gates.push_back({v, AccessKind::read, 0, 0, 0});
+        firsts.emplace_back();
+      }
+      p.accesses.push_back({v, kind, it->second.gate});
+    };
+    for (const Var& v : op.writes) add(v.state(), AccessKind::write);
+    for (const Var& v : op.reads) add(v.state(), AccessKind::read);
+    // An edge p -> i: every edge into i is added while i is walked, so a duplicate is the
+    // last successor of its source.
+    auto edge = [&](std::uint32_t from) {
+      if (!succ[from].empty() && succ[from].back() == i) return;
+      succ[from].push_back(i);
+      ++p.waits[i];
+    };
+    for (std::size_t k = begin; k < p.accesses.size(); ++k) {
+      const ReplayPlan::PlanAccess& a = p.accesses[k];
+      VarWalk& w = walks[a.var];
+      ReplayPlan::Gate& g = p.gates[a.gate];
+      ++g.users;
+      auto after_gate = [&] {
+        firsts[a.gate].push_back(i);
+        ++p.waits[i];
+      };
+      if (!writes(a.kind)) {
+        if (w.last_write == UINT32_MAX) {
+          after_gate();
+        } else {
+          edge(w.last_write);
+        }
+        w.reads_since.push_back(i);
+        continue;
+      }
+      g.kind = AccessKind::write;
+      if (!w.reads_since.empty()) {
+        for (std::uint32_t r : w.reads_since) edge(r);
+      } else if (w.last_write != UINT32_MAX) {
+        edge(w.last_write);
+      } else {
+        after_gate();
+      }
+      w.last_write = i;
+      w.reads_since.clear();
+    }
+    p.acc_begin.push_back(static_cast<std::uint32_t>(p.accesses.size()));
+  }
+  p.succ_begin.push_back(0);
+  for (const auto& s : succ) {
+    p.succ.insert(p.succ.end(), s.begin(), s.end());
+    p.succ_begin.push_back(static_cast<std::uint32_t>(p.succ.size()));
+  }
+  for (std::size_t g = 0; g < p.gates.size(); ++g) {
+    p.gates[g].first_begin = static_cast<std::uint32_t>(p.firsts.size());
+    p.firsts.insert(p.firsts.end(), firsts[g].begin(), firsts[g].end());
+    p.gates[g].first_end = static_cast<std::uint32_t>(p.firsts.size());
+  }
+  p.usable = true;
+}
+
 }  // namespace
 
 bool EngineCore::recording_here() const noexcept {
@@ -187,6 +246,7 @@ Segment EngineCore::record(void (*call)(void*), void* fn) {
   if (!rec.refused.empty()) throw Error(rec.refused);
   count_boundary(*data);
   find_one_stream(*data);
+  build_plan(*data);
   return Segment(std::move(data));
 }
 
@@ -202,6 +262,7 @@ void EngineCore::replay(const Segment& segment) {
              d->stream_options);
     return;
   }
+  if (!recording && replay_fast(segment.data_)) return;
   for (const RecordedOp& op : d->ops) {
     push_recorded(*this, op);
     // Replayed inside a record region: the outer segment keeps the same ops.
@@ -223,6 +284,7 @@ std::vector<std::string> Segment::names() const {
 
 std::size_t Segment::input_count() const noexcept { return data_ ? data_->inputs : 0; }
 bool Segment::one_stream() const noexcept { return data_ && data_->one_stream; }
+bool Segment::precomputed() const noexcept { return data_ && data_->plan.usable; }
 std::size_t Segment::output_count() const noexcept { return data_ ? data_->outputs : 0; }
 
 }  // namespace depengine

@@ -5,7 +5,8 @@
 // its accesses, which grants the next ones; the finishing CPU worker offers one newly ready
 // op to the scheduler as its continuation. A GPU op finishes for the var queues once its
 // work is on its stream, and retires when that work completes (device/gpu_sync.h describes
-// the events that order the rest).
+// the events that order the rest). A replayed segment of CPU ops (replay_fast) puts one
+// access per var in the queues and releases its ops among themselves by counters.
 #include <mutex>
 #include <optional>
 #include <unordered_map>
@@ -20,6 +21,7 @@
 #include "op.h"
 #include "reduce.h"
 #include "scheduler.h"
+#include "segment_data.h"
 
 namespace depengine::detail {
 
@@ -56,6 +58,31 @@ class ReadyList {
 };
 
 }  // namespace
+
+// A var's compound access in one fast replay (ReplayPlan::Gate): queued in the var's queue
+// like any access; granted, it releases the segment's first ops on the var; released when
+// the last of the segment's ops on the var has finished.
+struct ReplayGate : Access {
+  ReplayRun* run = nullptr;
+  std::uint32_t index = 0;
+  std::atomic<std::uint32_t> left{0};  // the segment's ops on the var not yet finished
+};
+
+// One fast replay: its ops and gates, alive until its last op has finished (every gate has
+// then been granted and released). The segment it keeps holds the plan and the vars.
+struct ReplayRun {
+  explicit ReplayRun(std::shared_ptr<const SegmentData> d)
+      : seg(std::move(d)),
+        plan(seg->plan),
+        ops(std::make_unique<Op*[]>(seg->ops.size())),
+        gates(std::make_unique<ReplayGate[]>(plan.gates.size())),
+        left(seg->ops.size()) {}
+  std::shared_ptr<const SegmentData> seg;
+  const ReplayPlan& plan;
+  std::unique_ptr<Op*[]> ops;
+  std::unique_ptr<ReplayGate[]> gates;
+  std::atomic<std::size_t> left;  // ops not yet finished
+};
 
 // The ops pushed between two wait_all calls. wait_all waits for the epochs that were open
 // when it was called, so ops pushed after the call never hold it.
@@ -155,6 +182,93 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     auto hooks = checked_reduction(v, std::move(reduction), id());
     std::lock_guard lk(push_mu_);
     set_reduction_locked(v, std::move(hooks));
+  }
+
+  // A replay of a segment of plain CPU ops (ReplayPlan) with its internal edges
+  // precomputed: its ops are made and numbered under the push lock as pushes would be (so
+  // observers see the same versions, hence the same edges), but only one compound access
+  // per var (a gate) enters the var queues; the ops wait for their gates and internal
+  // predecessors by counters. Back-pressure (a bounded engine, outside an op), a deleted
+  // var and a shutting-down engine leave it to the per-op path, which pushes op by op.
+  bool replay_fast(const std::shared_ptr<const SegmentData>& seg) override {
+    const ReplayPlan& plan = seg->plan;
+    if (!plan.usable) return false;
+    if (options_.max_inflight != 0 && current_op() == nullptr) return false;
+    const std::size_t n = seg->ops.size();
+    if (n == 0) return true;
+    // Built before the lock; a throw (bad_alloc) frees what was built.
+    auto run = std::make_unique<ReplayRun>(seg);
+    std::vector<OpPtr> built;
+    built.reserve(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const RecordedOp& rec = seg->ops[i];
+      OpPtr op(new Op(this, rec.async, rec.options));
+      op->set_body(body_builder<SharedBody>(rec.body));
+      const std::uint32_t b = plan.acc_begin[i], e = plan.acc_begin[i + 1];
+      op->acc.resize(e - b);
+      for (std::uint32_t k = b; k < e; ++k) {
+        const ReplayPlan::PlanAccess& pa = plan.accesses[k];
+        var_add_ref(pa.var);
+        op->acc[k - b] = Access{pa.var, op.get(), nullptr, pa.kind};
+      }
+      op->wait.store(static_cast<int>(plan.waits[i]) + 1, std::memory_order_relaxed);
+      op->replay = run.get();
+      op->replay_index = static_cast<std::uint32_t>(i);
+      run->ops[i] = op.get();
+      built.push_back(std::move(op));
+    }
+    for (std::size_t g = 0; g < plan.gates.size(); ++g) {
+      ReplayGate& gate = run->gates[g];
+      gate.var = plan.gates[g].var;
+      gate.kind = plan.gates[g].kind;
+      gate.gate = true;
+      gate.run = run.get();
+      gate.index = static_cast<std::uint32_t>(g);
+      gate.left.store(plan.gates[g].users, std::memory_order_relaxed);
+    }
+    std::lock_guard lk(push_mu_);
+    if (stage_.load() != Stage::running) return false;
+    for (const ReplayPlan::Gate& g : plan.gates) {
+      if (g.var->deleted) return false;
+    }
+    // Nothing below throws. A run of reduce accesses ends before the replay's first access.
+    for (const ReplayPlan::Gate& g : plan.gates) {
+      if (g.var->reduction_open) combine_reduction(g.var);
+    }
+    epoch_->pending.fetch_add(n, std::memory_order_relaxed);
+    for (OpPtr& op : built) {
+      op->seq = next_seq_++;
+      for (Access& a : op->acc) {
+        a.version = writes(a.kind) ? ++a.var->pushed_version : a.var->pushed_version;
+      }
+      op->observe_push(observer_);
+      op->epoch = epoch_;
+    }
+    // Counted in flight before any op can run; active when found ready below.
+    note_pending(inflight_of(state_.fetch_add(n) + n));
+    ReadyList ready;
+    for (std::size_t g = 0; g < plan.gates.size(); ++g) {
+      ReplayGate& gate = run->gates[g];
+      bool granted;
+      {
+        std::lock_guard vl(gate.var->queue.lock);
+        granted = gate.var->queue.grant_or_enqueue(gate);
+      }
+      if (granted) grant(&gate, ready);
+    }
+    // The run now belongs to its ops; each op's own hold (the +1) goes last, and the ops
+    // it brings to zero are ready.
+    run.release();
+    for (OpPtr& op : built) count_down(op.release(), ready);
+    std::uint64_t active = 0;
+    ready.for_each([&](Op* r) {
+      r->active = true;
+      active += kActive;
+    });
+    if (active != 0) state_.fetch_add(active);
+    // Dispatched under the push lock, as enqueue does.
+    ready.for_each([&](Op* r) { dispatch(r); });
+    return true;
   }
 
   std::string_view kind() const noexcept override { return "threaded"; }
@@ -574,6 +688,61 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     wake();
   }
 
+  // Releases an access of `kind` to `v` and collects the ops its grants make ready.
+  static void release_access(VarState* v, AccessKind kind, ReadyList& ready) {
+    Access* granted;
+    {
+      std::lock_guard lk(v->queue.lock);
+      granted = v->queue.release(kind);
+    }
+    while (granted) {
+      Access* next = granted->next;  // read before the op can run and free it
+      grant(granted, ready);
+      granted = next;
+    }
+  }
+
+  // One granted access: its op is ready when it was the last grant it missed; a replay's
+  // gate releases the segment's first ops on its var instead.
+  static void grant(Access* a, ReadyList& ready) {
+    if (!a->gate) {
+      count_down(a->op, ready);
+      return;
+    }
+    auto* g = static_cast<ReplayGate*>(a);
+    const ReplayRun& run = *g->run;
+    const ReplayPlan::Gate& pg = run.plan.gates[g->index];
+    for (std::uint32_t k = pg.first_begin; k < pg.first_end; ++k) {
+      count_down(run.ops[run.plan.firsts[k]], ready);
+    }
+  }
+
+  static void count_down(Op* op, ReadyList& ready) {
+    const int waited = op->wait.fetch_sub(1, std::memory_order_acq_rel);
+    DEPENGINE_INVARIANT(waited >= 1, "an op's count of missing grants went negative");
+    if (waited == 1) ready.push(op);
+  }
+
+  // A finished op of a fast replay: its internal successors lose one predecessor, and the
+  // gate of each var it was the segment's last op on is released in the var's queue. The
+  // run is freed with its last op.
+  static void release_replayed(Op& op, ReadyList& ready) {
+    ReplayRun* run = op.replay;
+    const ReplayPlan& plan = run->plan;
+    const std::uint32_t i = op.replay_index;
+    for (std::uint32_t k = plan.succ_begin[i]; k < plan.succ_begin[i + 1]; ++k) {
+      count_down(run->ops[plan.succ[k]], ready);
+    }
+    for (std::uint32_t k = plan.acc_begin[i]; k < plan.acc_begin[i + 1]; ++k) {
+      ReplayGate& g = run->gates[plan.accesses[k].gate];
+      const std::uint32_t left = g.left.fetch_sub(1, std::memory_order_acq_rel);
+      DEPENGINE_INVARIANT(left >= 1, "a replay gate's count of unfinished ops went negative");
+      if (left == 1) release_access(g.var, g.kind, ready);
+    }
+    op.replay = nullptr;
+    if (run->left.fetch_sub(1, std::memory_order_acq_rel) == 1) delete run;
+  }
+
   // Records the outcome, releases the accesses and dispatches what became ready. Returns
   // one ready plain CPU op for the calling worker to run next when `continuation` and
   // nothing more urgent became ready with it.
@@ -590,19 +759,10 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     if (op->observer_error) record_failure(op->seq, std::exchange(op->observer_error, nullptr));
     failure = Failure{};
     ReadyList ready;
-    for (Access& a : op->acc) {
-      Access* granted;
-      {
-        std::lock_guard lk(a.var->queue.lock);
-        granted = a.var->queue.release(a.kind);
-      }
-      while (granted) {
-        Access* next = granted->next;  // read before the op can run and free it
-        const int waited = granted->op->wait.fetch_sub(1, std::memory_order_acq_rel);
-        DEPENGINE_INVARIANT(waited >= 1, "an op's count of missing grants went negative");
-        if (waited == 1) ready.push(granted->op);
-        granted = next;
-      }
+    if (op->replay) {
+      release_replayed(*op, ready);
+    } else {
+      for (Access& a : op->acc) release_access(a.var, a.kind, ready);
     }
     const bool counted = op->waiter == nullptr;
     const bool was_active = op->active;

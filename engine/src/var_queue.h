@@ -50,6 +50,9 @@ struct Access {
   Op* op = nullptr;
   Access* next = nullptr;
   AccessKind kind = AccessKind::read;
+  // The compound access of a replayed segment (threaded_engine.cc, ReplayGate): `op` is
+  // null and its grant releases the segment's first ops on the var.
+  bool gate = false;
   // Version of the var this access sees: for a read, the writes pushed before it; for a
   // write, the version it creates. Set at push time.
   std::uint64_t version = 0;

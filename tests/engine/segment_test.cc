@@ -1,12 +1,16 @@
 // Engine::record / Engine::replay: a replay is the recorded pushes made again at that point.
 // Replaying a random program N times (values, failures, async and simulated-GPU ops, other
-// pushes and waits in between) must equal pushing it N times on the naive engine; record
-// must refuse what a replay cannot repeat.
+// pushes and waits in between, back-pressure, an observer attached) must equal pushing it N
+// times on the naive engine, whether the threaded engine replays it op by op or with its
+// internal edges precomputed; record must refuse what a replay cannot repeat.
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <ostream>
 #include <random>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -48,6 +52,59 @@ std::vector<OpSpec> random_program(std::uint32_t seed, int n, bool gpus) {
   }
   return ops;
 }
+
+// What an observer sees of a run, engine-independent: each reported push (name, and its
+// accesses as var id, version, mode), and how many ops ended.
+class PushLog final : public Observer {
+ public:
+  void on_push(const OpInfo& op) override {
+    std::lock_guard lk(mu_);
+    std::string line(op.name);
+    for (const VarAccess& a : op.accesses) {
+      line += " " + std::to_string(a.var) + ":" + std::to_string(a.version) + ":" +
+              std::to_string(static_cast<int>(a.mode));
+    }
+    pushes_.push_back(std::move(line));
+  }
+  void on_ready(std::uint64_t) override {}
+  void on_start(std::uint64_t, int) override {}
+  void on_end(std::uint64_t, bool, bool) override { ends_.fetch_add(1); }
+  // The pushes, with each var id replaced by its index in `vars`.
+  std::vector<std::string> pushes(const std::vector<Var>& vars) const {
+    std::map<std::string, std::string> index;
+    for (std::size_t i = 0; i < vars.size(); ++i) {
+      index[std::to_string(vars[i].id())] = "v" + std::to_string(i);
+    }
+    std::vector<std::string> out;
+    std::lock_guard lk(mu_);
+    for (const std::string& line : pushes_) {
+      std::string mapped;
+      std::size_t pos = 0;
+      while (pos < line.size()) {
+        std::size_t end = line.find(' ', pos);
+        if (end == std::string::npos) end = line.size();
+        std::string word = line.substr(pos, end - pos);
+        if (const std::size_t colon = word.find(':'); colon != std::string::npos) {
+          word = index.at(word.substr(0, colon)) + word.substr(colon);
+        }
+        mapped += word + " ";
+        pos = end + 1;
+      }
+      out.push_back(mapped);
+    }
+    return out;
+  }
+  std::size_t push_count() const {
+    std::lock_guard lk(mu_);
+    return pushes_.size();
+  }
+  int ends() const { return ends_.load(); }
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<std::string> pushes_;
+  std::atomic<int> ends_{0};
+};
 
 // The state one run works on.
 struct Program {
@@ -139,9 +196,14 @@ Outcome run(Engine& e, Program& p, int steps, bool replay) {
 struct ReplayParam {
   EngineParam engine;
   bool gpus;
-  friend void PrintTo(const ReplayParam& p, std::ostream* os) {
-    *os << p.engine.kind << "/" << p.engine.threads << (p.gpus ? "/simgpu" : "");
+  long max_inflight = 0;
+  bool observed = false;
+  std::string name() const {
+    return engine.kind + "_" + std::to_string(engine.threads) + (gpus ? "_simgpu" : "") +
+           (max_inflight ? "_bounded" + std::to_string(max_inflight) : "") +
+           (observed ? "_observed" : "");
   }
+  friend void PrintTo(const ReplayParam& p, std::ostream* os) { *os << p.name(); }
 };
 
 class ReplayEqualsPush : public testing::TestWithParam<ReplayParam> {};
@@ -152,18 +214,23 @@ TEST_P(ReplayEqualsPush, RandomProgramsValuesAndFailures) {
   for (std::uint32_t seed = 1; seed <= 12; ++seed) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     const int sim = param.gpus ? 2 : 0;
+    const EngineOptions options{.max_inflight = param.max_inflight, .sim_gpus = sim};
     Program eager;
     eager.ops = random_program(seed, 60, param.gpus);
+    auto expected_log = std::make_shared<PushLog>();
     Outcome expected;
     {
-      auto oracle = Engine::create("naive", {.sim_gpus = sim});
+      auto oracle = Engine::create("naive", options);
+      if (param.observed) oracle->set_observer(expected_log);
       expected = run(*oracle, eager, kSteps, false);
     }
     Program replayed;
     replayed.ops = random_program(seed, 60, param.gpus);
+    auto got_log = std::make_shared<PushLog>();
     Outcome got;
     {
-      auto e = make_engine(param.engine, {.sim_gpus = sim});
+      auto e = make_engine(param.engine, options);
+      if (param.observed) e->set_observer(got_log);
       got = run(*e, replayed, kSteps, true);
     }
     ASSERT_EQ(got.failure, expected.failure);
@@ -175,6 +242,11 @@ TEST_P(ReplayEqualsPush, RandomProgramsValuesAndFailures) {
         EXPECT_EQ(got.value[v], expected.value[v]) << "var " << v;
       }
     }
+    if (param.observed) {
+      // The same ops, numbered and versioned alike: a graph recorder draws the same edges.
+      ASSERT_EQ(got_log->pushes(replayed.vars), expected_log->pushes(eager.vars));
+      EXPECT_EQ(static_cast<std::size_t>(got_log->ends()), got_log->push_count());
+    }
   }
 }
 
@@ -183,11 +255,12 @@ INSTANTIATE_TEST_SUITE_P(
     testing::Values(ReplayParam{{"naive", 1}, false}, ReplayParam{{"threaded", 1}, false},
                     ReplayParam{{"threaded", 2}, false}, ReplayParam{{"threaded", 4}, false},
                     ReplayParam{{"naive", 1}, true}, ReplayParam{{"threaded", 2}, true},
-                    ReplayParam{{"threaded", 4}, true}),
-    [](const testing::TestParamInfo<ReplayParam>& p) {
-      return p.param.engine.kind + "_" + std::to_string(p.param.engine.threads) +
-             (p.param.gpus ? "_simgpu" : "");
-    });
+                    ReplayParam{{"threaded", 4}, true},
+                    ReplayParam{{"threaded", 2}, false, 0, true},
+                    ReplayParam{{"threaded", 4}, true, 0, true},
+                    ReplayParam{{"threaded", 2}, false, 7},
+                    ReplayParam{{"threaded", 4}, false, 40, true}),
+    [](const testing::TestParamInfo<ReplayParam>& p) { return p.param.name(); });
 
 class Segments : public testing::TestWithParam<EngineParam> {};
 
@@ -462,6 +535,169 @@ TEST_P(Segments, MixedOrAsyncSegmentsAreNotOneStream) {
   }).one_stream());
   EXPECT_FALSE(e->record([] {}).one_stream());
   EXPECT_TRUE(e->record([&] { gpu_op(1, Lane::priority); gpu_op(1, Lane::priority); }).one_stream());
+  e->wait_all();
+}
+
+// Which segments have their internal edges precomputed: CPU ops without commute or
+// reduce accesses, synchronous or not.
+TEST_P(Segments, PrecomputedSegments) {
+  auto e = make_engine(GetParam(), {.sim_gpus = 1});
+  Var v = e->new_var();
+  Var w = e->new_var();
+  EXPECT_TRUE(e->record([&] {
+    e->push([] {}, {v}, {w});
+    e->push_async([](Completion done) { done(); }, {w}, {v});
+  }).precomputed());
+  EXPECT_TRUE(e->record([] {}).precomputed());
+  EXPECT_FALSE(e->record([&] { e->push([] {}, {v}, {commute(w)}); }).precomputed());
+  EXPECT_FALSE(e->record([&] {
+    e->push([](const RunContext& ctx) { ctx.stream->enqueue_host([] {}); }, {}, {v},
+            {.device = Device::gpu(0)});
+    e->push([] {}, {v}, {w});
+  }).precomputed());
+  e->wait_all();
+}
+
+// A chain, a fan-out and a fan-in over one var, replayed with pushes around it: every op
+// sees the value the push order gives it.
+TEST_P(Segments, ReplayOrdersReadsAndWritesOfOneVarAsPushes) {
+  auto e = make_engine(GetParam());
+  Var v = e->new_var();
+  Var sum = e->new_var();
+  long value = 0;
+  std::vector<long> seen(4, -1);
+  long total = 0;
+  Segment seg = e->record([&] {
+    e->push([&] { value = value * 10 + 1; }, {}, {v});
+    for (std::size_t i = 0; i < seen.size(); ++i) e->push([&, i] { seen[i] = value; }, {v}, {});
+    e->push([&] { value = value * 10 + 2; }, {v}, {v});
+    e->push([&] { total += value; }, {v}, {sum});
+  });
+  ASSERT_TRUE(seg.precomputed());
+  for (int r = 0; r < 3; ++r) {
+    e->push([&] { value = 0; }, {}, {v});
+    e->replay(seg);
+    e->push([&] { value += 100; }, {v}, {v});
+    e->wait_to_read(v);
+    EXPECT_EQ(value, 112);
+    EXPECT_EQ(seen, std::vector<long>(4, 1));
+  }
+  e->wait_all();
+  EXPECT_EQ(total, 4 * 12);
+}
+
+// delete_var of a segment var after replays is a write behind them: storage goes once they
+// have run.
+TEST_P(Segments, DeleteVarAfterReplaysWaitsForThem) {
+  auto e = make_engine(GetParam());
+  Var v = e->new_var();
+  Var other = e->new_var();
+  int writes = 0;
+  int at_delete = -1;
+  Segment seg = e->record([&] {
+    for (int i = 0; i < 20; ++i) e->push([&] { ++writes; }, {other}, {v});
+    e->push([] {}, {v}, {other});
+  });
+  for (int r = 0; r < 3; ++r) e->replay(seg);
+  e->delete_var(v, [&] { at_delete = writes; });
+  e->wait_all();
+  EXPECT_EQ(at_delete, 80);
+  // The segment still refers to the deleted var: a replay is refused as its pushes would be.
+  EXPECT_THROW(e->replay(seg), Error);
+  e->wait_all();
+}
+
+// An op's replay is not held by back-pressure (as an op's pushes are not), so a bounded
+// engine takes the precomputed path there.
+TEST_P(Segments, ReplayFromInsideAnOpOfABoundedEngine) {
+  auto e = make_engine(GetParam(), {.max_inflight = 2});
+  Var v = e->new_var();
+  long count = 0;
+  Segment seg = e->record([&] {
+    for (int i = 0; i < 10; ++i) e->push([&] { ++count; }, {}, {v});
+  });
+  e->push([&] {
+    for (int r = 0; r < 3; ++r) e->replay(seg);
+  }, {}, {});
+  e->wait_all();  // the op, which has replayed by then
+  e->wait_all();  // its replays
+  EXPECT_EQ(count, 40);
+}
+
+// A failure inside a replayed segment reaches the ops behind it in the segment and after
+// it, and the next replay's successful write clears it.
+TEST_P(Segments, FailureInsideAReplayReachesItsSuccessors) {
+  auto e = make_engine(GetParam());
+  Var a = e->new_var();
+  Var b = e->new_var();
+  std::atomic<bool> fail{false};
+  std::atomic<int> ran{0};
+  Segment seg = e->record([&] {
+    e->push([&] {
+      if (fail.load()) throw std::runtime_error("boom");
+    }, {}, {a});
+    e->push([&] { ran.fetch_add(1); }, {a}, {b});
+  });
+  e->wait_all();
+  fail = true;
+  e->replay(seg);
+  EXPECT_THROW(e->wait_to_read(b), std::runtime_error);
+  EXPECT_THROW(e->wait_all(), std::runtime_error);
+  EXPECT_EQ(ran.load(), 1);
+  fail = false;
+  e->replay(seg);
+  e->wait_to_read(b);
+  EXPECT_EQ(ran.load(), 2);
+  e->wait_all();
+}
+
+// Replays on one thread and pushes on another, all read-writes of one var: each is applied
+// once, whatever falls between them.
+TEST_P(Segments, ReplaysAndConcurrentPushesOfAnotherThread) {
+  auto e = make_engine(GetParam());
+  Var x = e->new_var();
+  Var y = e->new_var();
+  long count = 0;  // written only by ops that write x
+  Segment seg = e->record([&] {
+    e->push([&] { ++count; }, {x}, {x});
+    e->push([] {}, {x}, {y});
+    e->push([&] { ++count; }, {y}, {x});
+  });
+  ASSERT_TRUE(seg.precomputed());
+  std::thread pusher([&] {
+    for (int i = 0; i < 200; ++i) e->push([&] { count += 1000; }, {}, {x});
+  });
+  for (int r = 0; r < 100; ++r) e->replay(seg);
+  pusher.join();
+  e->wait_all();
+  EXPECT_EQ(count, 2 * 101 + 200 * 1000);
+}
+
+// A precomputed CPU segment between simulated-GPU ops on the same var: the device work
+// before it is complete when it runs, and the device work after it sees its writes.
+TEST_P(Segments, PrecomputedReplayBetweenGpuOps) {
+  auto e = make_engine(GetParam(), {.sim_gpus = 1});
+  Var v = e->new_var();
+  long value = 0;  // touched only by ops that write v
+  auto gpu = [&](long digit) {
+    e->push([&value, digit](const RunContext& ctx) {
+      ctx.stream->enqueue_host([&value, digit] { value = value * 10 + digit; });
+    }, {v}, {v}, {.device = Device::gpu(0)});
+  };
+  Segment seg = e->record([&] {
+    e->push([&] { value = value * 10 + 2; }, {v}, {v});
+    e->push([] {}, {v}, {});
+  });
+  ASSERT_TRUE(seg.precomputed());
+  e->wait_all();
+  for (int r = 0; r < 5; ++r) {
+    value = 0;
+    gpu(1);
+    e->replay(seg);
+    gpu(3);
+    e->wait_to_read(v);
+    EXPECT_EQ(value, 123);
+  }
   e->wait_all();
 }
 

@@ -47,6 +47,11 @@ class Segment {
   // counts as one op for back-pressure and observers, and fails as a unit, as a graph
   // launch does: an op that fails fails every var the segment writes.
   bool one_stream() const noexcept;
+  // True when its internal edges are precomputed (every op on the CPU, no commute() or
+  // reduce() access): the threaded engine then replays it with one access per var in the
+  // var queues, the ops releasing each other by counters, unless the replay is subject to
+  // back-pressure (max_inflight, outside an op), which takes the per-op path.
+  bool precomputed() const noexcept;
 
  private:
   friend class detail::EngineCore;
