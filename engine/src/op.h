@@ -36,28 +36,31 @@ struct Failure {
 
 // Aligned to a cache line: vars made one after another would otherwise share lines, and
 // workers on different cores updating neighbouring vars' queues would contend for them.
+// What a push and a finish touch (references, version, failure, queue) is packed into the
+// first line, so that an op's access moves one line between the pushing and finishing cores;
+// the fields set once or used only by GPU ops and reductions come after it.
 struct alignas(64) VarState {
   explicit VarState(std::uint64_t owner_engine, std::uint64_t var_id)
       : owner(owner_engine), id(var_id) {}
 
   std::atomic<int> refs{1};
-  // The id of the engine that made the var (engine_id()): unique in the process, so a var of
-  // a destroyed engine is never taken for one of a new engine made at the same address.
-  const std::uint64_t owner;
-  const std::uint64_t id;
   // Set under the engine's push lock by delete_var; checked under it by push.
   bool deleted = false;
-  // Threaded engine, under the push lock: open_reduction is set (kept on the line every push
-  // touches; the pointers live further down).
+  // Threaded engine, under the push lock: open_reduction is set.
   bool reduction_open = false;
   // Writes pushed so far (under the push lock): the version the next write creates - 1.
   std::uint64_t pushed_version = 0;
 
+  // Owned by whichever op holds access: a granted write exclusively, granted reads shared.
+  Failure failure;
+
   // Threaded engine's queue of pending accesses (var_queue.h).
   VarQueue queue;
 
-  // Owned by whichever op holds access: a granted write exclusively, granted reads shared.
-  Failure failure;
+  // The id of the engine that made the var (engine_id()): unique in the process, so a var of
+  // a destroyed engine is never taken for one of a new engine made at the same address.
+  const std::uint64_t owner;
+  const std::uint64_t id;
 
   // Threaded engine: the stream ops whose device work on this var may still be in flight
   // (device/gpu_sync.h); null for a var that no GPU op has used.

@@ -121,6 +121,8 @@ int rank(const Op& op) noexcept {
 Scheduler::Scheduler(int threads, CpuRunner& runner)
     : threads_(threads),
       runner_(runner),
+      max_lingering_(
+          std::clamp(static_cast<int>(std::thread::hardware_concurrency()) - 1, 1, threads)),
       parallelism_(registry().require(threads)),
       arena_(threads + 1, 1) {
   arena_.initialize();
@@ -145,7 +147,7 @@ Scheduler::~Scheduler() {
 void Scheduler::submit(Op* op) {
   const int r = rank(*op);
   if (r == 0) {
-    normal_.push(op);
+    normal_.fifo.push(op);
   } else if (r > 0) {
     high_.push(op);
     high_size_.fetch_add(1, std::memory_order_release);
@@ -153,13 +155,13 @@ void Scheduler::submit(Op* op) {
     low_.push(op);
     low_size_.fetch_add(1, std::memory_order_release);
   }
-  queued_.fetch_add(1, std::memory_order_seq_cst);
+  normal_.queued.fetch_add(1, std::memory_order_seq_cst);
   spawn_drainer_if_needed();
 }
 
 bool Scheduler::keep_continuation(const Op& next) const noexcept {
   if (high_size_.load(std::memory_order_acquire) > 0) return false;
-  return rank(next) >= 0 || queued_.load(std::memory_order_acquire) == 0;
+  return rank(next) >= 0 || normal_.queued.load(std::memory_order_acquire) == 0;
 }
 
 void Scheduler::spawn_drainer_if_needed() {
@@ -180,13 +182,13 @@ Op* Scheduler::pop() {
   Op* op = nullptr;
   if (high_size_.load(std::memory_order_acquire) > 0 && high_.try_pop(op)) {
     high_size_.fetch_sub(1, std::memory_order_relaxed);
-  } else if (normal_.try_pop(op)) {
+  } else if ((op = normal_.fifo.try_pop())) {
   } else if (low_size_.load(std::memory_order_acquire) > 0 && low_.try_pop(op)) {
     low_size_.fetch_sub(1, std::memory_order_relaxed);
   } else {
     return nullptr;
   }
-  queued_.fetch_sub(1, std::memory_order_relaxed);
+  normal_.queued.fetch_sub(1, std::memory_order_relaxed);
   return op;
 }
 
@@ -211,23 +213,26 @@ bool Scheduler::wait_for_work() {
   // pushes small ops one by one then finds workers awake (waking a thread costs tens of
   // microseconds on some virtual machines). It yields while it spins, so it does not starve
   // the frontend of a core on a small machine.
-  lingering_.fetch_add(1, std::memory_order_seq_cst);
+  // One lingering task is enough to catch the next op (submit then wakes no one); the cores
+  // beyond it are left to the frontend and to running ops, so further tasks only spin
+  // while there is a core for each of them besides the frontend's.
+  const int before = lingering_.fetch_add(1, std::memory_order_seq_cst);
   using Clock = std::chrono::steady_clock;
-  const auto spin_until = Clock::now() + kLinger;
-  while (queued_.load(std::memory_order_seq_cst) == 0 && !must_leave() &&
+  const auto spin_until = Clock::now() + (before < max_lingering_ ? kLinger : std::chrono::microseconds(0));
+  while (normal_.queued.load(std::memory_order_seq_cst) == 0 && !must_leave() &&
          Clock::now() < spin_until) {
     std::this_thread::yield();
   }
   lingering_.fetch_sub(1, std::memory_order_seq_cst);
   // Checked after leaving the count too: a submit that saw this task lingering woke no one.
-  if (queued_.load(std::memory_order_seq_cst) != 0) return true;
+  if (normal_.queued.load(std::memory_order_seq_cst) != 0) return true;
   // Then it parks, and submit wakes it (Notifier); it leaves oneTBB's thread to other work
   // after kPark without an op, and at once when a kernel opens a parallel loop.
   const auto park_until = Clock::now() + kPark;
   for (;;) {
     if (must_leave()) return false;
     const Notifier::Key key = notifier_.prepare_wait();
-    if (queued_.load(std::memory_order_seq_cst) != 0) {
+    if (normal_.queued.load(std::memory_order_seq_cst) != 0) {
       notifier_.cancel_wait();
       return true;
     }
@@ -236,9 +241,9 @@ bool Scheduler::wait_for_work() {
       return false;
     }
     if (!notifier_.commit_wait_until(key, park_until)) {
-      return queued_.load(std::memory_order_seq_cst) != 0;
+      return normal_.queued.load(std::memory_order_seq_cst) != 0;
     }
-    if (queued_.load(std::memory_order_seq_cst) != 0) return true;
+    if (normal_.queued.load(std::memory_order_seq_cst) != 0) return true;
   }
 }
 
@@ -287,9 +292,9 @@ void Scheduler::drain(Scheduler* s) {
     while (Op* op = s->pop()) s->run_from(op, worker);
     if (s->wait_for_work()) continue;
     // Leave, then look again: a submit that saw every drain task busy before the decrement
-    // relies on this re-check (both sides use seq_cst on queued_ and drainers_).
+    // relies on this re-check (both sides use seq_cst on normal_.queued and drainers_).
     s->drainers_.fetch_sub(1, std::memory_order_seq_cst);
-    if (s->queued_.load(std::memory_order_seq_cst) == 0) break;
+    if (s->normal_.queued.load(std::memory_order_seq_cst) == 0) break;
     int n = s->drainers_.load(std::memory_order_seq_cst);
     bool rejoined = false;
     while (n < s->threads_ && !rejoined) {

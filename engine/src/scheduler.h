@@ -27,11 +27,11 @@
 #include <memory>
 
 #include <oneapi/tbb/concurrent_priority_queue.h>
-#include <oneapi/tbb/concurrent_queue.h>
 #include <oneapi/tbb/task_arena.h>
 
 #include "notifier.h"
 #include "op.h"
+#include "ready_fifo.h"
 
 namespace depengine::detail {
 
@@ -105,15 +105,23 @@ class Scheduler {
 
   const int threads_;
   CpuRunner& runner_;
+  // Drain tasks that may spin at once in wait_for_work (see there).
+  const int max_lingering_;
   std::shared_ptr<void> parallelism_;  // keeps oneTBB's worker limit >= threads_
   std::shared_ptr<void> registration_;  // in the list ParallelRegion calls back
   PriorityQueue high_, low_;
-  oneapi::tbb::concurrent_queue<Op*> normal_;
-  std::atomic<long> high_size_{0}, low_size_{0};
-  std::atomic<long> queued_{0};      // ops in the queues
-  std::atomic<int> drainers_{0};     // drain tasks enqueued or running
+  // The rank-0 queue and the count of queued ops, which every submit and pop update, share
+  // a cache line; the counts that submit only reads, and those that change when threads come
+  // and go, sit on lines of their own.
+  struct alignas(64) Normal {
+    ReadyFifo fifo;
+    std::atomic<long> queued{0};  // ops in all the queues
+  } normal_;
+  alignas(64) std::atomic<long> high_size_{0};
+  std::atomic<long> low_size_{0};
+  alignas(64) std::atomic<int> drainers_{0};  // drain tasks enqueued or running
+  std::atomic<int> lingering_{0};             // drain tasks spinning in wait_for_work()
   std::atomic<long> alive_{0};       // drain tasks not yet returned (for the destructor)
-  std::atomic<int> lingering_{0};    // drain tasks spinning in wait_for_work()
   std::atomic<bool> helped_{false};  // a thread is in help()
   std::atomic<bool> stopping_{false};
   Notifier notifier_;  // parked drain tasks

@@ -58,18 +58,20 @@ struct Access {
   std::uint64_t version = 0;
 };
 
+// The fields every grant and release touches come first, packed, so that with VarState's
+// hot fields they share one cache line (op.h); `parked` (commute only) may spill.
 struct VarQueue {
   SpinLock lock;
-  Access* head = nullptr;  // first waiting (not yet granted) access
-  Access* tail = nullptr;
-  int running_reads = 0;
   bool write_active = false;
-  int group_running = 0;  // granted accesses of the current commute or reduce run
   AccessKind group_kind = AccessKind::commute;
   // Commute exclusion (commute.h): an op of the granted run holds the var while it runs;
   // ops that found it held wait in `parked` (linked through Op::next_parked), off the
   // workers, and are dispatched again when it is let go.
   bool commute_held = false;
+  int running_reads = 0;
+  int group_running = 0;  // granted accesses of the current commute or reduce run
+  Access* head = nullptr;  // first waiting (not yet granted) access
+  Access* tail = nullptr;
   Op* parked = nullptr;
 
   // Grants `a` at once if nothing conflicts (true), else queues it (false).

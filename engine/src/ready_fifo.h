@@ -1,0 +1,62 @@
+// The scheduler's queue of ready ops of rank 0: a growable ring under a spin lock.
+//
+// Most ops go through this queue, pushed by the frontend's thread and popped by a worker,
+// so its cost is mostly cache-line transfers between two cores. A push or a pop here is one
+// lock-prefixed instruction on one line (the lock, the ends and the capacity share it) and a
+// store or load of an 8-byte slot; oneTBB's concurrent_queue, used before, touched a tail
+// counter, a micro-queue and its page on every push, each a line that the popping core had
+// just written. The critical sections are a few instructions, so the lock is uncontended in
+// practice even with every worker popping.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <mutex>
+
+#include "op.h"
+#include "spin_lock.h"
+
+namespace depengine::detail {
+
+class ReadyFifo {
+ public:
+  ReadyFifo() : slots_(std::make_unique<Op*[]>(kInitial)), mask_(kInitial - 1) {}
+  ReadyFifo(const ReadyFifo&) = delete;
+  ReadyFifo& operator=(const ReadyFifo&) = delete;
+
+  void push(Op* op) {
+    std::lock_guard lk(lock_);
+    if (tail_ - head_ > mask_) grow();
+    slots_[tail_++ & mask_] = op;
+  }
+
+  // The oldest op, or null when empty.
+  Op* try_pop() noexcept {
+    std::lock_guard lk(lock_);
+    if (head_ == tail_) return nullptr;
+    return slots_[head_++ & mask_];
+  }
+
+ private:
+  static constexpr std::size_t kInitial = 1024;
+
+  // Doubles the ring, keeping the order (under the lock). Rare: the ring only grows while
+  // ops are queued faster than the workers take them.
+  void grow() {
+    const std::size_t n = tail_ - head_;
+    auto bigger = std::make_unique<Op*[]>(2 * (mask_ + 1));
+    for (std::size_t i = 0; i < n; ++i) bigger[i] = slots_[(head_ + i) & mask_];
+    slots_ = std::move(bigger);
+    mask_ = 2 * (mask_ + 1) - 1;
+    head_ = 0;
+    tail_ = n;
+  }
+
+  SpinLock lock_;
+  std::unique_ptr<Op*[]> slots_;
+  std::size_t mask_;
+  std::size_t head_ = 0;  // next to pop
+  std::size_t tail_ = 0;  // next to fill
+};
+
+}  // namespace depengine::detail
