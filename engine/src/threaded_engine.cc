@@ -7,6 +7,7 @@
 // work is on its stream, and retires when that work completes (device/gpu_sync.h describes
 // the events that order the rest). A replayed segment of CPU ops (replay_fast) puts one
 // access per var in the queues and releases its ops among themselves by counters.
+#include <bit>
 #include <mutex>
 #include <optional>
 #include <unordered_map>
@@ -86,9 +87,13 @@ struct ReplayRun {
 
 // The ops pushed between two wait_all calls. wait_all waits for the epochs that were open
 // when it was called, so ops pushed after the call never hold it.
+// `pending` counts them until they finish; it points into the engine's counter line
+// (ThreadedCore::Counters) for the first few epochs alive at once, else at `own`.
 struct Epoch {
-  std::atomic<std::size_t> pending{0};
+  std::atomic<std::size_t>* pending = &own;
   int watchers = 0;  // wait_all calls waiting for it, under the push lock
+  int slot = -1;     // its slot in the counter line, or -1
+  std::atomic<std::size_t> own{0};
 };
 
 namespace {
@@ -118,8 +123,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
         devices_(o.sim_gpus, [this](Op* op, GpuLane& lane) { run_gpu(op, lane); },
                  [this](Op* op) { redispatch(op); }) {
     sched_.emplace(o.cpu_threads, *this);
-    epochs_.push_back(std::make_unique<Epoch>());
-    epoch_ = epochs_.back().get();
+    open_epoch();
   }
 
   ~ThreadedCore() override { shutdown(); }
@@ -150,19 +154,16 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
       std::lock_guard lk(push_mu_);
       combine_open_reductions();
       for (const auto& e : epochs_) {
-        if (e->pending.load(std::memory_order_acquire) == 0) continue;
+        if (e->pending->load(std::memory_order_acquire) == 0) continue;
         ++e->watchers;
         open.push_back(e.get());
       }
-      if (!open.empty() && open.back() == epoch_) {  // later pushes go to a new epoch
-        epochs_.push_back(std::make_unique<Epoch>());
-        epoch_ = epochs_.back().get();
-      }
+      if (!open.empty() && open.back() == epoch_) open_epoch();  // for later pushes
     }
     if (!open.empty()) {
       auto drained = [&] {
         for (Epoch* e : open) {
-          if (e->pending.load(std::memory_order_seq_cst) != 0) return false;
+          if (e->pending->load(std::memory_order_seq_cst) != 0) return false;
         }
         return true;
       };
@@ -171,8 +172,10 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
       std::lock_guard lk(push_mu_);
       for (Epoch* e : open) --e->watchers;
       std::erase_if(epochs_, [&](const std::unique_ptr<Epoch>& e) {
-        return e.get() != epoch_ && e->watchers == 0 &&
-               e->pending.load(std::memory_order_acquire) == 0;
+        const bool done = e.get() != epoch_ && e->watchers == 0 &&
+                          e->pending->load(std::memory_order_acquire) == 0;
+        if (done && e->slot >= 0) free_epoch_slots_ |= 1u << e->slot;
+        return done;
       });
     }
     if (std::exception_ptr failure = take_failure()) std::rethrow_exception(failure);
@@ -235,7 +238,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     for (const ReplayPlan::Gate& g : plan.gates) {
       if (g.var->reduction_open) combine_reduction(g.var);
     }
-    epoch_->pending.fetch_add(n, std::memory_order_relaxed);
+    epoch_->pending->fetch_add(n, std::memory_order_relaxed);
     for (OpPtr& op : built) {
       op->seq = next_seq_++;
       for (Access& a : op->acc) {
@@ -441,7 +444,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
       op->observer.reset();
       // The device work stays in flight and active, in the op's epoch, until it completes.
       sync->epoch = op->epoch;
-      sync->epoch->pending.fetch_add(1);
+      sync->epoch->pending->fetch_add(1);
       state_.fetch_add(1 + kActive);
       stream.notify_when_done([sync](std::exception_ptr e) { sync->stream_done(std::move(e)); });
     }
@@ -534,7 +537,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     op->observe_push(observer_);
     if (counted) {
       op->epoch = epoch_;
-      epoch_->pending.fetch_add(1, std::memory_order_relaxed);
+      epoch_->pending->fetch_add(1, std::memory_order_relaxed);
     }
     const int n = static_cast<int>(op->acc.size());
     op->wait.store(n + 1, std::memory_order_relaxed);
@@ -623,7 +626,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
   void retire_delta(Epoch* epoch, std::uint64_t delta) {
     std::size_t epoch_left = 1;
     if (epoch) {
-      const std::size_t pending = epoch->pending.fetch_sub(1);
+      const std::size_t pending = epoch->pending->fetch_sub(1);
       DEPENGINE_INVARIANT(pending >= 1, "an epoch's pending count went negative");
       epoch_left = pending - 1;
     }
@@ -810,7 +813,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     op->active = false;  // uncounted below, when the body returns, not by finish()
     const std::uint64_t seq = op->seq;
     Epoch* epoch = op->epoch;
-    epoch->pending.fetch_add(1);
+    epoch->pending->fetch_add(1);
     {
       Completion done(op);
       CurrentOpScope scope(op);
@@ -877,7 +880,30 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
   Epoch* epoch_ = nullptr;                      // where pushes count now
   std::atomic<Stage> stage_{Stage::running};    // changed under push_mu_
 
-  std::atomic<std::uint64_t> state_{0};
+  // Starts a new epoch for the pushes to come, in a free slot of the counter line if any.
+  // Call under the push lock (or from the constructor).
+  void open_epoch() {
+    auto e = std::make_unique<Epoch>();
+    if (free_epoch_slots_ != 0) {
+      e->slot = std::countr_zero(free_epoch_slots_);
+      free_epoch_slots_ &= ~(1u << e->slot);
+      e->pending = &counters_.epoch_pending[e->slot];
+    }
+    epochs_.push_back(std::move(e));
+    epoch_ = epochs_.back().get();
+  }
+
+  // The counts every push and every finish update, on one cache line: the engine's state
+  // word and the pending counts of up to seven epochs (in practice the current one, and the
+  // one a wait_all is draining). An op's push and its finish then each move one line between
+  // cores instead of two.
+  static constexpr int kEpochSlots = 7;
+  struct alignas(64) Counters {
+    std::atomic<std::uint64_t> state{0};
+    std::atomic<std::size_t> epoch_pending[kEpochSlots] = {};
+  } counters_;
+  std::atomic<std::uint64_t>& state_ = counters_.state;
+  std::uint32_t free_epoch_slots_ = (1u << kEpochSlots) - 1;  // under push_mu_
   std::atomic<int> busy_{0};     // async bodies running, threads inside a Completion
   std::atomic<int> callers_{0};  // threads inside wait_all, wait_to_read, back-pressure
   std::atomic<bool> idle_watch_{false};
