@@ -23,6 +23,7 @@
 #include "reduce.h"
 #include "scheduler.h"
 #include "segment_data.h"
+#include "spin_lock.h"
 
 namespace depengine::detail {
 
@@ -565,8 +566,10 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     }
     // Dispatched under the push lock: shutdown takes it once idle, so no pusher is still
     // inside the pool or a lane when they stop.
+    // An op granted entirely here is in no var queue, so no other thread counts it down.
     Op* raw = op.release();
-    const int waited = raw->wait.fetch_sub(granted + 1, std::memory_order_acq_rel);
+    const int waited =
+        all_granted ? n + 1 : raw->wait.fetch_sub(granted + 1, std::memory_order_acq_rel);
     DEPENGINE_INVARIANT(waited >= granted + 1, "an op was granted more accesses than it has");
     if (waited == granted + 1) {
       if (counted && !raw->active) {
@@ -870,7 +873,9 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     }
   }
 
-  std::mutex push_mu_;
+  // Held for the few hundred nanoseconds of a push (longer only for wait_all's bookkeeping,
+  // a replay's registration, or an observer's on_push): a spin lock that yields.
+  SpinLock push_mu_;
   std::uint64_t next_seq_ = 0;
   // Vars with a run of reduce accesses not yet combined, under push_mu_ (the handle keeps
   // the var alive until its combining op is pushed).
