@@ -166,7 +166,7 @@ bool Scheduler::keep_continuation(const Op& next) const noexcept {
 
 void Scheduler::spawn_drainer_if_needed() {
   // A lingering drain task will take the op (see wait_for_work()), a parked one once woken.
-  if (lingering_.load(std::memory_order_seq_cst) > 0) return;
+  if (normal_.lingering.load(std::memory_order_seq_cst) > 0) return;
   if (notifier_.notify_one()) return;
   int n = drainers_.load(std::memory_order_seq_cst);
   while (n < threads_) {
@@ -216,14 +216,15 @@ bool Scheduler::wait_for_work() {
   // One lingering task is enough to catch the next op (submit then wakes no one); the cores
   // beyond it are left to the frontend and to running ops, so further tasks only spin
   // while there is a core for each of them besides the frontend's.
-  const int before = lingering_.fetch_add(1, std::memory_order_seq_cst);
+  const int before = normal_.lingering.fetch_add(1, std::memory_order_seq_cst);
   using Clock = std::chrono::steady_clock;
-  const auto spin_until = Clock::now() + (before < max_lingering_ ? kLinger : std::chrono::microseconds(0));
+  const auto spin_until =
+      Clock::now() + (before < max_lingering_ ? kLinger : std::chrono::microseconds(0));
   while (normal_.queued.load(std::memory_order_seq_cst) == 0 && !must_leave() &&
          Clock::now() < spin_until) {
     std::this_thread::yield();
   }
-  lingering_.fetch_sub(1, std::memory_order_seq_cst);
+  normal_.lingering.fetch_sub(1, std::memory_order_seq_cst);
   // Checked after leaving the count too: a submit that saw this task lingering woke no one.
   if (normal_.queued.load(std::memory_order_seq_cst) != 0) return true;
   // Then it parks, and submit wakes it (Notifier); it leaves oneTBB's thread to other work

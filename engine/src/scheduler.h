@@ -110,17 +110,17 @@ class Scheduler {
   std::shared_ptr<void> parallelism_;  // keeps oneTBB's worker limit >= threads_
   std::shared_ptr<void> registration_;  // in the list ParallelRegion calls back
   PriorityQueue high_, low_;
-  // The rank-0 queue and the count of queued ops, which every submit and pop update, share
-  // a cache line; the counts that submit only reads, and those that change when threads come
-  // and go, sit on lines of their own.
+  // What every submit and pop touches shares a cache line: the rank-0 queue, the count of
+  // queued ops, and the count of lingering drain tasks (which submit reads, and a task
+  // changes each time it runs out of ops). The rest sits on lines of its own.
   struct alignas(64) Normal {
     ReadyFifo fifo;
-    std::atomic<long> queued{0};  // ops in all the queues
+    std::atomic<long> queued{0};     // ops in all the queues
+    std::atomic<int> lingering{0};  // drain tasks spinning in wait_for_work()
   } normal_;
   alignas(64) std::atomic<long> high_size_{0};
   std::atomic<long> low_size_{0};
   alignas(64) std::atomic<int> drainers_{0};  // drain tasks enqueued or running
-  std::atomic<int> lingering_{0};             // drain tasks spinning in wait_for_work()
   std::atomic<long> alive_{0};       // drain tasks not yet returned (for the destructor)
   std::atomic<bool> helped_{false};  // a thread is in help()
   std::atomic<bool> stopping_{false};
