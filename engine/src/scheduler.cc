@@ -1,6 +1,7 @@
 #include "scheduler.h"
 
 #include <algorithm>
+#include <utility>
 #include <chrono>
 #include <map>
 #include <mutex>
@@ -8,6 +9,11 @@
 #include <vector>
 
 #include <oneapi/tbb/global_control.h>
+
+#ifdef __linux__
+#include <pthread.h>
+#include <sched.h>
+#endif
 
 #include "depengine/parallel_region.h"
 #include "tsan_annotations.h"
@@ -179,6 +185,9 @@ void Scheduler::spawn_drainer_if_needed() {
 }
 
 Op* Scheduler::pop() {
+  // An idle thread looks without taking the queue's lock, which the submitting thread may
+  // hold (and, on a machine with more threads than cores, be preempted holding).
+  if (normal_.queued.load(std::memory_order_acquire) == 0) return nullptr;
   Op* op = nullptr;
   if (high_size_.load(std::memory_order_acquire) > 0 && high_.try_pop(op)) {
     high_size_.fetch_sub(1, std::memory_order_relaxed);
@@ -285,7 +294,25 @@ void Scheduler::help(const std::function<bool()>& done) {
   });
 }
 
+namespace {
+// Marks the calling pool thread SCHED_BATCH (once per thread): Linux then never lets it
+// preempt a thread that woke it. A frontend that submits an op and wakes a parked drain task
+// keeps its core; the woken task takes an idle core, or waits for the frontend's time slice
+// to end. Without it, on a machine with as many workers as cores, each wake-up could cost
+// the frontend a context switch. A thread that cannot be changed keeps its policy.
+void prefer_waker() noexcept {
+  thread_local bool done = false;
+  if (std::exchange(done, true)) return;
+#ifdef __linux__
+  sched_param param{};
+  param.sched_priority = 0;
+  pthread_setschedparam(pthread_self(), SCHED_BATCH, &param);
+#endif
+}
+}  // namespace
+
 void Scheduler::drain(Scheduler* s) {
+  prefer_waker();
   // Slot 0 is kept for a helping thread, so workers hold slots 1..threads: index slot - 1.
   const int slot = oneapi::tbb::this_task_arena::current_thread_index();
   const int worker = (slot + s->threads_ - 1) % s->threads_;
