@@ -1,5 +1,7 @@
 // The scheduler's rules (engine/src/scheduler.h): priorities hold across continuations,
-// and a thread waiting in wait_to_read runs queued ops as one in wait_all does. Each test
+// a thread waiting in wait_to_read runs queued ops as one in wait_all does, the rank-0
+// queue keeps push order as it grows, pool threads never preempt the thread that woke
+// them, and wait_all calls from many threads at once each wait for exactly their ops. Each test
 // waits for the points it needs by retrying until it observes them, never by sleeping.
 #include <algorithm>
 #include <atomic>
@@ -9,6 +11,12 @@
 #include <thread>
 #include <vector>
 
+#ifdef __linux__
+#include <pthread.h>
+#include <sched.h>
+#endif
+
+#include "ready_fifo.h"
 #include "test_util.h"
 
 namespace depengine::test {
@@ -150,6 +158,85 @@ TEST(SchedulerWakeUp, IdleWorkersRunLaterPushes) {
       e->wait_to_read(v);
       EXPECT_EQ(x, round + 1);
     }
+  }
+}
+
+
+// The rank-0 ready queue is FIFO, across the growth of its ring and with pops interleaved.
+TEST(SchedulerReadyFifo, KeepsPushOrderAcrossGrowth) {
+  detail::ReadyFifo fifo;
+  EXPECT_EQ(fifo.try_pop(), nullptr);
+  // Fake, never dereferenced op addresses: 1, 2, 3, ... (scaled to look like pointers).
+  auto op = [](std::size_t i) { return reinterpret_cast<detail::Op*>((i + 1) * 64); };
+  std::size_t pushed = 0, popped = 0;
+  for (int round = 0; round < 4; ++round) {
+    for (int k = 0; k < 3000; ++k) fifo.push(op(pushed++));  // grows past 1024 and 2048
+    for (int k = 0; k < 1000; ++k) ASSERT_EQ(fifo.try_pop(), op(popped++));
+  }
+  while (popped < pushed) ASSERT_EQ(fifo.try_pop(), op(popped++));
+  EXPECT_EQ(fifo.try_pop(), nullptr);
+}
+
+#ifdef __linux__
+// Pool threads run SCHED_BATCH, so that waking one never preempts the frontend that woke it.
+TEST(SchedulerWakeUp, PoolThreadsDoNotPreemptTheirWaker) {
+  // Where the policy cannot be set at all (a locked-down sandbox), the engine keeps the
+  // thread's policy; the test then has nothing to check.
+  bool settable = false;
+  std::thread([&] {
+    sched_param p{};
+    settable = pthread_setschedparam(pthread_self(), SCHED_BATCH, &p) == 0;
+  }).join();
+  if (!settable) GTEST_SKIP() << "SCHED_BATCH cannot be set here";
+  auto e = Engine::create("threaded", {.cpu_threads = 2});
+  Var v = e->new_var();
+  int policy = -1;
+  e->push([&policy] { policy = sched_getscheduler(0); }, {}, {v});
+  e->wait_all();  // may run the op itself: then push again until a pool thread ran one
+  for (int i = 0; i < 1000 && policy != SCHED_BATCH; ++i) {
+    std::atomic<bool> ran{false};
+    e->push([&] { policy = sched_getscheduler(0); ran = true; }, {}, {v});
+    ASSERT_TRUE(wait_for([&] { return ran.load(); }));  // a worker, not this thread
+  }
+  e->wait_all();
+  EXPECT_EQ(policy, SCHED_BATCH);
+}
+#endif
+
+// Many threads in wait_all at once, each with its own op still running: the engine keeps
+// one epoch per wait_all (more than the seven it counts on its hot cache line), and each
+// call returns only once every op pushed before it has finished. Repeated, so that epochs
+// are freed and their slots reused.
+TEST(SchedulerWaitAll, ManyConcurrentWaitsEachWaitForTheirOps) {
+  auto e = Engine::create("threaded", {.cpu_threads = 2});
+  constexpr int kThreads = 12;
+  for (int round = 0; round < 20; ++round) {
+    std::atomic<bool> gate{false};
+    std::atomic<int> finished{0};
+    std::atomic<int> early{0};  // wait_all calls that returned before their op finished
+    std::atomic<int> pushed{0};
+    std::vector<std::thread> waiters;
+    for (int t = 0; t < kThreads; ++t) {
+      waiters.emplace_back([&, t] {
+        Var v = e->new_var();
+        std::atomic<bool> mine{false};
+        e->push([&] {
+          // The first ops hold the workers until every thread has pushed.
+          if (t < 2) wait_for([&] { return gate.load(); });
+          mine = true;
+          finished.fetch_add(1);
+        }, {}, {v});
+        pushed.fetch_add(1);
+        e->wait_all();
+        if (!mine.load()) early.fetch_add(1);
+      });
+    }
+    EXPECT_TRUE(wait_for([&] { return pushed.load() == kThreads; }));
+    gate = true;
+    for (std::thread& w : waiters) w.join();
+    EXPECT_EQ(early.load(), 0) << "round " << round;
+    EXPECT_EQ(finished.load(), kThreads);
+    EXPECT_EQ(e->pending(), 0u);
   }
 }
 

@@ -7,6 +7,7 @@
 
 #include "args.h"
 #include "commands.h"
+#include "floor.h"
 #include "scenarios.h"
 
 namespace depengine::cli {
@@ -30,7 +31,13 @@ constexpr const char* kHelp =
     "~20 us ops into the naive engine and the threaded engine with N workers (default:\n"
     "the cores; 1 to 1024), K times each (default 5; 1 to 1000), and prints median ns per\n"
     "op, push to completion, and the threaded engine's speedup over naive. --cost US (0 to\n"
-    "1e6) runs only ops of that cost; --quick runs fewer ops, 3 times.\n";
+    "1e6) runs only ops of that cost; --quick runs fewer ops, 3 times.\n\n"
+    "Beside them, the machine's floor for an engine that hands each op to a worker: the\n"
+    "one-way latency of a cache line between two threads, and per scenario the cost of the\n"
+    "least such an engine does (floor.h: allocate the op, update each var's line on push and\n"
+    "on finish, pass the op through a spinning single-producer ring), with the threaded\n"
+    "engine's cost over it. The cores' distance changes from run to run on a virtual machine,\n"
+    "so only figures of the same run compare.\n";
 
 }  // namespace
 
@@ -60,19 +67,22 @@ int bench(int argc, char** argv) {
 
   auto naive = Engine::create("naive");
   auto threaded = Engine::create("threaded", {.cpu_threads = threads});
-  std::printf("depengine bench: %d worker thread(s), %u core(s), median of %d runs\n\n", threads,
+  std::printf("depengine bench: %d worker thread(s), %u core(s), median of %d runs\n", threads,
               std::thread::hardware_concurrency(), repeat);
-  std::printf("%-12s %8s %8s %14s %14s %9s %7s\n", "scenario", "op cost", "ops", "naive ns/op",
-              "threaded ns/op", "speedup", "ideal");
+  std::printf("cache line between two threads: %.0f ns one way\n\n", line_transfer_ns());
+  std::printf("%-12s %8s %8s %14s %14s %9s %7s %12s %10s\n", "scenario", "op cost", "ops",
+              "naive ns/op", "threaded ns/op", "speedup", "ideal", "floor ns/op", "over floor");
   for (bench::Shape shape : shapes) {
     for (double op_us : costs) {
       const int ops = ops_for(op_us, scale);
-      std::vector<double> tn, tt;
+      std::vector<double> tn, tt, tf;
       for (int r = 0; r < repeat; ++r) {
         const graphfile::Program program =
             bench::scenario_program(shape, ops, op_us, static_cast<std::uint32_t>(r + 1));
         tn.push_back(graphfile::run_plain(*naive, program));
         tt.push_back(graphfile::run_plain(*threaded, program));
+        // The floor moves no work, only the hand-off: measured for empty ops only.
+        if (op_us == 0) tf.push_back(handoff_floor_ns(program));
       }
       const double n_ns = median(tn) * 1e9 / ops, t_ns = median(tt) * 1e9 / ops;
       char cost[32];
@@ -81,9 +91,15 @@ int bench(int argc, char** argv) {
       } else {
         std::snprintf(cost, sizeof cost, "%g us", op_us);
       }
-      std::printf("%-12s %8s %8d %14.0f %14.0f %8.2fx %6.1fx\n",
+      std::printf("%-12s %8s %8d %14.0f %14.0f %8.2fx %6.1fx",
                   std::string(bench::shape_name(shape)).c_str(), cost, ops, n_ns, t_ns,
                   n_ns / t_ns, bench::ideal_speedup(shape, threads));
+      if (tf.empty()) {
+        std::printf(" %12s %10s\n", "-", "-");
+      } else {
+        const double f_ns = median(tf);
+        std::printf(" %12.0f %9.2fx\n", f_ns, t_ns / f_ns);
+      }
       std::fflush(stdout);
     }
   }
