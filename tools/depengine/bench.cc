@@ -65,11 +65,13 @@ int bench(int argc, char** argv) {
   std::vector<double> costs = {0.0, 1.0, 20.0};
   if (args.has("--cost")) costs = {args.number("--cost", 0, 0, 1e6)};
 
+  // Measured before the engines exist, so that no pool thread competes for the cores.
+  const double line_ns = line_transfer_ns();
   auto naive = Engine::create("naive");
   auto threaded = Engine::create("threaded", {.cpu_threads = threads});
   std::printf("depengine bench: %d worker thread(s), %u core(s), median of %d runs\n", threads,
               std::thread::hardware_concurrency(), repeat);
-  std::printf("cache line between two threads: %.0f ns one way\n\n", line_transfer_ns());
+  std::printf("cache line between two threads: %.0f ns one way\n\n", line_ns);
   std::printf("%-12s %8s %8s %14s %14s %9s %7s %12s %10s\n", "scenario", "op cost", "ops",
               "naive ns/op", "threaded ns/op", "speedup", "ideal", "floor ns/op", "over floor");
   for (bench::Shape shape : shapes) {

@@ -14,12 +14,14 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Spins until `done()`; yields now and then, so that on a machine with a single core the
+// Spins until `done()`. It yields only after about a millisecond: a thread that yields
+// sooner keeps two threads placed on one core working there, by context switches, instead
+// of the scheduler moving one of them to the idle core; on a machine with a single core the
 // other thread still gets to run.
 template <class Done>
 void spin_until(Done&& done) noexcept {
   for (unsigned spins = 1; !done(); ++spins) {
-    if (spins % 4096 == 0) std::this_thread::yield();
+    if (spins % (1u << 20) == 0) std::this_thread::yield();
   }
 }
 
@@ -71,18 +73,21 @@ class Ring {
 }  // namespace
 
 double line_transfer_ns() {
-  constexpr long kRounds = 200000;
+  // The first rounds are not timed: they give the scheduler time to place the two threads.
+  constexpr long kWarmup = 100000, kRounds = 400000;
   struct alignas(64) Line {
     std::atomic<long> turn{0};
   } line;
+  constexpr long kTurns = 2 * (kWarmup + kRounds);
   std::thread other([&] {
-    for (long i = 1; i < 2 * kRounds; i += 2) {
+    for (long i = 1; i < kTurns; i += 2) {
       spin_until([&] { return line.turn.load(std::memory_order_acquire) == i; });
       line.turn.store(i + 1, std::memory_order_release);
     }
   });
-  const auto t0 = Clock::now();
-  for (long i = 0; i < 2 * kRounds; i += 2) {
+  Clock::time_point t0;
+  for (long i = 0; i < kTurns; i += 2) {
+    if (i == 2 * kWarmup) t0 = Clock::now();
     spin_until([&] { return line.turn.load(std::memory_order_acquire) == i; });
     line.turn.store(i + 1, std::memory_order_release);
   }
