@@ -1,11 +1,11 @@
 #include "scheduler.h"
 
 #include <algorithm>
-#include <utility>
 #include <chrono>
 #include <map>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <oneapi/tbb/global_control.h>
@@ -220,11 +220,9 @@ bool Scheduler::must_leave() const noexcept {
 bool Scheduler::wait_for_work() {
   // A drain task that runs out of ops first spins a little for the next one: a frontend that
   // pushes small ops one by one then finds workers awake (waking a thread costs tens of
-  // microseconds on some virtual machines). It yields while it spins, so it does not starve
-  // the frontend of a core on a small machine.
-  // One lingering task is enough to catch the next op (submit then wakes no one); the cores
-  // beyond it are left to the frontend and to running ops, so further tasks only spin
-  // while there is a core for each of them besides the frontend's.
+  // microseconds on some virtual machines). It yields while it spins, and at most cores - 1
+  // tasks spin at once: one is enough to catch the next op (submit then wakes no one), and
+  // the frontend keeps a core; a task beyond them goes straight to parking.
   const int before = normal_.lingering.fetch_add(1, std::memory_order_seq_cst);
   using Clock = std::chrono::steady_clock;
   const auto spin_until =

@@ -1,9 +1,9 @@
 // The CPU scheduler: where ready ops wait, which op a thread runs next, and when threads
 // sleep and wake. Every rule of that kind lives here:
 //
-// - Ready queues by priority: a concurrent priority queue for rank > 0, a FIFO for rank 0,
-//   a priority queue for rank < 0 (rank = the op's priority, at least 1 on the priority
-//   lane); a thread always takes from the first non-empty one.
+// - Ready queues by priority: a concurrent priority queue for rank > 0, a FIFO for rank 0
+//   (ready_fifo.h), a priority queue for rank < 0 (rank = the op's priority, at least 1 on
+//   the priority lane); a thread always takes from the first non-empty one.
 // - Continuations: a worker that finishes an op may keep one op it made ready and run it
 //   next without a queue, but only when nothing more urgent is queued (keep_continuation).
 // - Drain tasks: oneTBB tasks in the scheduler's task_arena, up to `threads` at a time, each
@@ -12,6 +12,8 @@
 //   op share the arena, so intra-op parallelism does not oversubscribe the cores.
 // - Lingering and parking: a drain task that runs out of ops spins (yielding) for kLinger,
 //   then parks on the scheduler's Notifier for up to kPark; submit wakes one parked task.
+//   At most cores - 1 tasks spin at once, so that the frontend keeps a core, and pool
+//   threads run SCHED_BATCH, so that a woken task never preempts the frontend that woke it.
 //   A drain task leaves (returns to oneTBB) when it has parked kPark without an op, when the
 //   scheduler stops, or at once when a kernel opens a parallel loop (ParallelRegion), so
 //   that it can take that loop's chunks.
