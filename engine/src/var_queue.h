@@ -50,6 +50,10 @@ struct Access {
   Op* op = nullptr;
   Access* next = nullptr;
   AccessKind kind = AccessKind::read;
+  // The kind of `next` while this access waits in a queue: a release decides how far a run
+  // of grants goes without loading the access that ends it, which lives in another op's
+  // record, most likely still in the cache of the core that pushed it.
+  AccessKind next_kind = AccessKind::read;
   // The compound access of a replayed segment (threaded_engine.cc, ReplayGate): `op` is
   // null and its grant releases the segment's first ops on the var.
   bool gate = false;
@@ -64,6 +68,7 @@ struct VarQueue {
   SpinLock lock;
   bool write_active = false;
   AccessKind group_kind = AccessKind::commute;
+  AccessKind head_kind = AccessKind::read;  // the kind of `head`, when there is one
   // Commute exclusion (commute.h): an op of the granted run holds the var while it runs;
   // ops that found it held wait in `parked` (linked through Op::next_parked), off the
   // workers, and are dispatched again when it is let go.
@@ -96,6 +101,8 @@ struct VarQueue {
     DEPENGINE_INVARIANT((head == nullptr) == (tail == nullptr), "a var queue's ends disagree");
     DEPENGINE_INVARIANT(head == nullptr || write_active || running_reads > 0 || group_running > 0,
                         "a var queue waits behind nothing granted");
+    DEPENGINE_INVARIANT(head == nullptr || head_kind == head->kind,
+                        "a var queue's cached head kind disagrees with its head");
   }
 };
 
@@ -122,8 +129,10 @@ inline bool VarQueue::grant_or_enqueue(Access& a) noexcept {
   a.next = nullptr;
   if (tail) {
     tail->next = &a;
+    tail->next_kind = a.kind;
   } else {
     head = &a;
+    head_kind = a.kind;
   }
   tail = &a;
   return false;
@@ -132,17 +141,21 @@ inline bool VarQueue::grant_or_enqueue(Access& a) noexcept {
 inline Access* VarQueue::pop() noexcept {
   Access* a = head;
   head = a->next;
-  if (!head) tail = nullptr;
+  if (head) {
+    head_kind = a->next_kind;
+  } else {
+    tail = nullptr;
+  }
   return a;
 }
 
 template <class Grant>
 void VarQueue::grant_head(Grant&& grant) noexcept {
   if (!head) return;
-  const AccessKind k = head->kind;
+  const AccessKind k = head_kind;
   if (grouped(k)) {
     group_kind = k;
-    while (head && head->kind == k) {
+    while (head && head_kind == k) {
       ++group_running;
       grant(pop());
     }
@@ -150,7 +163,7 @@ void VarQueue::grant_head(Grant&& grant) noexcept {
     write_active = true;
     grant(pop());
   } else {
-    while (head && head->kind == AccessKind::read) {
+    while (head && head_kind == AccessKind::read) {
       ++running_reads;
       grant(pop());
     }
