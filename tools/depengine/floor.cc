@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <new>
 #include <thread>
 #include <vector>
 
@@ -45,6 +46,27 @@ struct alignas(64) ModelOp {
   std::uint32_t vars[15] = {};
   unsigned char payload[192] = {};
 };
+
+// Records come from oneTBB's scalable allocator, as the engine's ops do (op.cc), except under
+// a sanitizer, which must see each record's lifetime and the synchronization of its reuse.
+ModelOp* new_record() {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  return new ModelOp;
+#else
+  void* p = scalable_aligned_malloc(sizeof(ModelOp), alignof(ModelOp));
+  if (!p) throw std::bad_alloc();
+  return new (p) ModelOp;
+#endif
+}
+
+void delete_record(ModelOp* op) noexcept {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  delete op;
+#else
+  op->~ModelOp();
+  scalable_aligned_free(op);
+#endif
+}
 
 // A single-producer, single-consumer ring of records; the ends on lines of their own.
 class Ring {
@@ -120,14 +142,13 @@ double handoff_floor_ns(const graphfile::Program& program) {
     for (std::size_t i = 0; i < n; ++i) {
       ModelOp* op = ring.pop();
       for (std::uint32_t k = 0; k < op->n; ++k) vars[op->vars[k]].update(-1);
-      op->~ModelOp();
-      scalable_aligned_free(op);
+      delete_record(op);
     }
     end = Clock::now();
   });
   const auto start = Clock::now();
   for (std::size_t i = 0; i < n; ++i) {
-    auto* op = new (scalable_aligned_malloc(sizeof(ModelOp), alignof(ModelOp))) ModelOp;
+    ModelOp* op = new_record();
     op->n = starts[i + 1] - starts[i];
     for (std::uint32_t k = 0; k < op->n; ++k) {
       op->vars[k] = flat[starts[i] + k];
