@@ -18,25 +18,12 @@
 namespace depengine::test {
 namespace {
 
-using namespace std::chrono_literals;
-
 class AccessModes : public testing::TestWithParam<EngineParam> {
  protected:
   std::unique_ptr<Engine> e_ = make_engine(GetParam());
   bool parallel() const { return GetParam().kind == "threaded" && GetParam().threads >= 2; }
 };
 
-// Spins until `cond` holds or 10 s passed; false on timeout (a missing behaviour fails the
-// test instead of hanging it).
-template <class F>
-bool eventually(F&& cond) {
-  const auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (!cond()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::yield();
-  }
-  return true;
-}
 
 // Counts overlaps of the ops that enter it: two at once is a violation.
 struct Exclusive {

@@ -24,18 +24,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-constexpr auto kPatience = 10s;
-
-// Polls `pred` until it holds or the patience runs out.
-template <class P>
-bool eventually(P pred) {
-  const auto deadline = std::chrono::steady_clock::now() + kPatience;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(200us);
-  }
-  return true;
-}
+constexpr auto kPatience = 10s;  // how long a test waits for another thread
 
 PushOptions on(Device d, Lane lane = Lane::compute) {
   return PushOptions{.device = d, .lane = lane, .priority = 0, .name = "gpu op"};

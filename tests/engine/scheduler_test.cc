@@ -22,18 +22,6 @@
 namespace depengine::test {
 namespace {
 
-using namespace std::chrono_literals;
-
-// Spins (yielding) until `reached` holds, for 10 s at most; false if it never did.
-template <class Pred>
-bool wait_for(Pred&& reached) {
-  const auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (!reached()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::yield();
-  }
-  return true;
-}
 
 // A finishing worker keeps the next op of its chain only when nothing more urgent is ready:
 // a priority-10 op pushed while op 5 of a 200-op chain runs on the only worker runs right
@@ -55,21 +43,21 @@ TEST(SchedulerPriority, UrgentOpOvertakesARunningChain) {
       // Op 5 holds the worker until the urgent op is queued behind it.
       if (i == 5) {
         at_op5 = true;
-        if (!wait_for([&] { return urgent_pushed.load(); })) record(-2);
+        if (!eventually([&] { return urgent_pushed.load(); })) record(-2);
       }
       record(i);
       done.fetch_add(1);
     }, {}, {chain});
   }
   // Pushed once op 5 has started: the worker is inside the chain.
-  ASSERT_TRUE(wait_for([&] { return at_op5.load(); }));
+  ASSERT_TRUE(eventually([&] { return at_op5.load(); }));
   e->push([&] {
     record(-1);
     done.fetch_add(1);
   }, {}, {other}, {.priority = 10});
   urgent_pushed = true;
   // Not wait_all: its thread would run queued ops too and blur the order on one worker.
-  ASSERT_TRUE(wait_for([&] { return done.load() == kChain + 1; }));
+  ASSERT_TRUE(eventually([&] { return done.load() == kChain + 1; }));
   e->wait_all();
   std::lock_guard lk(mu);
   ASSERT_EQ(order.size(), static_cast<std::size_t>(kChain + 1));
@@ -89,15 +77,15 @@ TEST(SchedulerPriority, PriorityLaneOpOvertakesARunningChain) {
     e->push([&, i] {
       if (i == 0) {
         started = true;
-        wait_for([&] { return urgent_pushed.load(); });
+        eventually([&] { return urgent_pushed.load(); });
       }
       ran.fetch_add(1);
     }, {}, {chain});
   }
-  ASSERT_TRUE(wait_for([&] { return started.load(); }));
+  ASSERT_TRUE(eventually([&] { return started.load(); }));
   e->push([&] { urgent_after = ran.load(); }, {}, {other}, {.lane = Lane::priority});
   urgent_pushed = true;
-  ASSERT_TRUE(wait_for([&] { return urgent_after.load() >= 0 && ran.load() == kChain; }));
+  ASSERT_TRUE(eventually([&] { return urgent_after.load() >= 0 && ran.load() == kChain; }));
   e->wait_all();
   EXPECT_EQ(urgent_after.load(), 1);
 }
@@ -111,9 +99,9 @@ TEST(SchedulerWaitToRead, TheWaitingThreadRunsQueuedOps) {
   std::atomic<bool> held_until_released{true};
   e->push([&] {
     started = true;
-    if (!wait_for([&] { return released.load(); })) held_until_released = false;
+    if (!eventually([&] { return released.load(); })) held_until_released = false;
   }, {}, {a});
-  ASSERT_TRUE(wait_for([&] { return started.load(); }));
+  ASSERT_TRUE(eventually([&] { return started.load(); }));
   std::thread::id ran_on;
   int worker = -1;
   e->push([&](const RunContext& ctx) {
@@ -136,9 +124,9 @@ TEST(SchedulerWaitToRead, RethrowsAFailureItRanItself) {
   std::atomic<bool> started{false}, released{false};
   e->push([&] {
     started = true;
-    wait_for([&] { return released.load(); });
+    eventually([&] { return released.load(); });
   }, {}, {a});
-  ASSERT_TRUE(wait_for([&] { return started.load(); }));
+  ASSERT_TRUE(eventually([&] { return started.load(); }));
   e->push([&] {
     released = true;
     throw std::runtime_error("boom");
@@ -196,7 +184,7 @@ TEST(SchedulerWakeUp, PoolThreadsDoNotPreemptTheirWaker) {
   for (int i = 0; i < 1000 && policy != SCHED_BATCH; ++i) {
     std::atomic<bool> ran{false};
     e->push([&] { policy = sched_getscheduler(0); ran = true; }, {}, {v});
-    ASSERT_TRUE(wait_for([&] { return ran.load(); }));  // a worker, not this thread
+    ASSERT_TRUE(eventually([&] { return ran.load(); }));  // a worker, not this thread
   }
   e->wait_all();
   EXPECT_EQ(policy, SCHED_BATCH);
@@ -222,7 +210,7 @@ TEST(SchedulerWaitAll, ManyConcurrentWaitsEachWaitForTheirOps) {
         std::atomic<bool> mine{false};
         e->push([&] {
           // The first ops hold the workers until every thread has pushed.
-          if (t < 2) wait_for([&] { return gate.load(); });
+          if (t < 2) eventually([&] { return gate.load(); });
           mine = true;
           finished.fetch_add(1);
         }, {}, {v});
@@ -231,7 +219,7 @@ TEST(SchedulerWaitAll, ManyConcurrentWaitsEachWaitForTheirOps) {
         if (!mine.load()) early.fetch_add(1);
       });
     }
-    EXPECT_TRUE(wait_for([&] { return pushed.load() == kThreads; }));
+    EXPECT_TRUE(eventually([&] { return pushed.load() == kThreads; }));
     gate = true;
     for (std::thread& w : waiters) w.join();
     EXPECT_EQ(early.load(), 0) << "round " << round;

@@ -1,8 +1,10 @@
 // Helpers shared by the engine tests.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -21,6 +23,19 @@ struct EngineParam {
 
 inline std::string param_name(const testing::TestParamInfo<EngineParam>& info) {
   return info.param.kind + "_" + std::to_string(info.param.threads);
+}
+
+// Polls (yielding) until `reached` holds, for 10 s at most; false if it never did. Tests wait
+// for another thread to reach a point with it instead of sleeping a fixed time, and a
+// missing behaviour fails the test instead of hanging it.
+template <class Pred>
+bool eventually(Pred&& reached) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!reached()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::yield();
+  }
+  return true;
 }
 
 inline std::unique_ptr<Engine> make_engine(const EngineParam& p, EngineOptions o = {}) {
