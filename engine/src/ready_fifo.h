@@ -13,10 +13,11 @@
 #include <memory>
 #include <mutex>
 
-#include "op.h"
 #include "spin_lock.h"
 
 namespace depengine::detail {
+
+class Op;
 
 class ReadyFifo {
  public:
