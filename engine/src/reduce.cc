@@ -58,6 +58,10 @@ std::shared_ptr<const Reduction> checked_reduction(const Var& v, Reduction r,
     throw Error("set_reduction(var #" + std::to_string(v.id()) + "): the " +
                 (r.identity ? "combine" : "identity") + " hook is empty");
   }
+  if (r.target == nullptr) {
+    throw Error("set_reduction(var #" + std::to_string(v.id()) +
+                "): the target is null (the var's own value, into which the buffers are combined)");
+  }
   return std::make_shared<const Reduction>(std::move(r));
 }
 

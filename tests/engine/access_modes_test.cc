@@ -382,6 +382,8 @@ TEST_P(AccessModes, MisuseIsRefused) {
   long t = 0;
   EXPECT_THROW(e_->set_reduction(v, {.identity = {}, .combine = {}, .target = &t}), Error);
   EXPECT_THROW(e_->set_reduction(Var{}, sum_into(&t)), Error);
+  // A null target (the field's default) would be combined into at the first wait_all.
+  EXPECT_THROW(e_->set_reduction(v, sum_into(nullptr)), Error);
   e_->set_reduction(v, sum_into(&t));
   EXPECT_THROW(e_->push([] {}, {v}, {reduce(v)}), Error);
   EXPECT_THROW(e_->push([] {}, {}, {reduce(v), commute(v)}), Error);

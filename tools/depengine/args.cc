@@ -147,14 +147,29 @@ void check_writable(const std::string& flag, const std::string& path) {
   throw std::runtime_error(flag + " '" + path + "': cannot write: " + std::strerror(errno));
 }
 
-void check_distinct_outputs(const Args& args, const std::vector<std::string>& flags) {
+namespace {
+// The file a path names, for comparing paths: canonical where it can be resolved.
+std::filesystem::path same_file_key(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::path p =
+      std::filesystem::weakly_canonical(std::filesystem::absolute(path, ec), ec);
+  if (ec) p = std::filesystem::path(path).lexically_normal();
+  return p;
+}
+}  // namespace
+
+void check_distinct_outputs(const Args& args, const std::vector<std::string>& flags,
+                            const std::vector<std::string>& inputs) {
   std::vector<std::pair<std::string, std::filesystem::path>> seen;
   for (const std::string& f : flags) {
     if (!args.has(f) || args.str(f) == "-") continue;
-    std::error_code ec;
-    std::filesystem::path p = std::filesystem::weakly_canonical(
-        std::filesystem::absolute(args.str(f), ec), ec);
-    if (ec) p = std::filesystem::path(args.str(f)).lexically_normal();
+    std::filesystem::path p = same_file_key(args.str(f));
+    for (const std::string& in : inputs) {
+      if (in != "-" && same_file_key(in) == p) {
+        throw UsageError(f + " '" + args.str(f) + "' names the input file '" + in +
+                         "' (writing it would replace the input)");
+      }
+    }
     for (const auto& [other, q] : seen) {
       if (p == q) {
         throw UsageError(other + " '" + args.str(other) + "' and " + f + " '" + args.str(f) +

@@ -56,6 +56,19 @@ class Args {
     }
     return v;
   }
+  // Any integer that T holds, for a value whose range the caller checks (and names) later.
+  template <class T>
+  T any_integer(const std::string& flag, T fallback) const {
+    auto it = flags_.find(flag);
+    if (it == flags_.end()) return fallback;
+    const std::string& s = it->second;
+    T v{};
+    auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec != std::errc() || ptr != s.data() + s.size()) {
+      throw UsageError(flag + " must be an integer, got '" + s + "'");
+    }
+    return v;
+  }
   // A finite number in [lo, hi].
   double number(const std::string& flag, double fallback, double lo, double hi) const;
   // A finite number in (0, hi].
@@ -79,7 +92,9 @@ bool wants_help(int argc, char** argv);
 void check_writable(const std::string& flag, const std::string& path);
 
 // Throws UsageError when two of the output flags in `flags` name the same file (the second
-// write would replace the first).
-void check_distinct_outputs(const Args& args, const std::vector<std::string>& flags);
+// write would replace the first), or one names an input file in `inputs` (it would replace
+// the input; "-", standard input, is not a file).
+void check_distinct_outputs(const Args& args, const std::vector<std::string>& flags,
+                            const std::vector<std::string>& inputs = {});
 
 }  // namespace depengine::cli

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -406,12 +407,16 @@ void memory(const Options& o) {
   explain(conclusions::explain_memory(f));
 }
 
+// The largest matrix side --n takes: a few N x N float matrices live at once (at this
+// bound, about 1 GB in all).
+constexpr std::size_t kMaxN = 8192;
+
 int usage(std::FILE* out) {
   std::fprintf(out,
                "usage: depengine demo [--n N] [--quick]\n"
                "  replays the experiments of d2l.ai chapter 13.2 on the naive and threaded\n"
-               "  engines. --n sets the matrix size (default 1000); --quick runs smaller\n"
-               "  loops (for tests).\n");
+               "  engines. --n sets the matrix size (1 to 8192, default 1000); --quick runs\n"
+               "  smaller loops (for tests).\n");
   return out == stdout ? 0 : 2;
 }
 
@@ -428,8 +433,13 @@ int demo(int argc, char** argv) {
       o.increments = 500;
       o.batches = 24;
     } else if (arg == "--n" && i + 1 < argc) {
-      o.n = std::stoul(argv[++i]);
-      if (o.n == 0) return usage(stderr);
+      const std::string_view s = argv[++i];
+      auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), o.n);
+      if (ec != std::errc() || end != s.data() + s.size() || o.n < 1 || o.n > kMaxN) {
+        std::fprintf(stderr, "depengine demo: --n must be an integer in [1, %zu], got '%.*s'\n",
+                     kMaxN, static_cast<int>(s.size()), s.data());
+        return 2;
+      }
     } else if (arg == "--memory-run" && i + 2 < argc) {
       // Hidden: one variant of experiment 5, run by memory_in_child in a fresh process.
       const long bound = std::stol(argv[i + 1]);

@@ -130,10 +130,11 @@ int sim_gpus_from(const Args& args) {
   return static_cast<int>(env_long("DEPENGINE_SIM_GPUS", 0, kMaxSimGpus, 0));
 }
 
-// The output flags a command accepts that are given, checked to be distinct and writable
-// before the command does any work.
-void check_outputs(const Args& args, const std::vector<std::string>& flags) {
-  check_distinct_outputs(args, flags);
+// The output flags a command accepts that are given, checked to be distinct, not the input
+// file and writable before the command does any work.
+void check_outputs(const Args& args, const std::vector<std::string>& flags,
+                   const std::vector<std::string>& inputs = {}) {
+  check_distinct_outputs(args, flags, inputs);
   for (const std::string& f : flags) {
     if (args.has(f)) check_writable(f, args.str(f));
   }
@@ -169,7 +170,7 @@ int run(int argc, char** argv) {
     // anything runs.
     const gf::Program program = gf::load_program(file);
     gf::check_devices(program, std::max(Device::gpu_count(), sim_gpus));
-    check_outputs(args, {"--dot", "--json", "--trace"});
+    check_outputs(args, {"--dot", "--json", "--trace"}, {file});
     // Made up front so that a bad DEPENGINE_* variable is reported before anything runs.
     const EngineOptions opts{.cpu_threads = threads, .sim_gpus = sim_gpus};
     const bool baseline = kind == "threaded" && !args.has("--no-baseline");
@@ -239,8 +240,9 @@ int analyze(int argc, char** argv) {
   }
   return guarded("analyze", [&] {
     const Args args(argc, argv, {"--dot", "--json"}, {"--unit", "--levels", "--all-edges"});
-    const gf::Program program = gf::load_program(one_file(args));
-    check_outputs(args, {"--dot", "--json"});
+    const std::string file = one_file(args);
+    const gf::Program program = gf::load_program(file);
+    check_outputs(args, {"--dot", "--json"}, {file});
     const Graph g = gf::to_graph(program);
     const bool unit = args.has("--unit");
     const GraphAnalysis a = depengine::analyze(g, {.unit_costs = unit});
@@ -274,10 +276,14 @@ int generate(int argc, char** argv) {
     if (args.positional().size() != 1) throw UsageError("expected one KIND");
     const std::string kind = args.positional().front();
     const double cost = args.number("--cost-us", 1000, 0, gf::kMaxCostUs);
-    // The generators check each size, and the file's total size, against tighter limits.
-    constexpr int kMax = 1000000;
+    // Any int is taken here: the generators check each size, and the file's total size,
+    // against their own ranges, and name them.
     auto size = [&](const char* flag, int fallback) {
-      return args.integer(flag, fallback, 0, kMax);
+      const long long v = args.any_integer<long long>(flag, fallback);
+      if (v < std::numeric_limits<int>::min() || v > std::numeric_limits<int>::max()) {
+        throw UsageError(std::string(flag) + " is out of range, got '" + args.str(flag) + "'");
+      }
+      return static_cast<int>(v);
     };
     check_outputs(args, {"-o"});
     gf::Program p;

@@ -28,8 +28,9 @@ struct Reduction {
   // into = into (+) from. `into` is a private buffer or `target`; `from` a private buffer.
   // Runs inside the engine's combining op, which holds v exclusively.
   std::function<void(void* into, const void* from)> combine;
-  // The var's own value, into which the combined buffers are folded. Must stay valid while
-  // reduce accesses to the var are pending (a delete_var runs after the final combine).
+  // The var's own value, into which the combined buffers are folded; required (non-null).
+  // Must stay valid while reduce accesses to the var are pending (a delete_var runs after
+  // the final combine).
   void* target = nullptr;
 };
 
