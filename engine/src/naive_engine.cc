@@ -10,9 +10,10 @@
 // Pushes made while an op runs (by the op itself, or by another thread such as the one that
 // completes an async op) are queued and run after it, as push order demands.
 // An async op whose body returns before its Completion is called is left suspended: push
-// returns, later pushes are queued, and the thread that calls done() finishes the op and
-// runs the queue (the threaded engine accepts a program whose pushing thread is the one
-// that calls done(), so the oracle must too).
+// returns, later pushes are queued, and once done() is called the engine's resuming thread
+// (made with the first async op) finishes the op and runs the queue. The threaded engine
+// accepts a program whose pushing thread is the one that calls done(), so the oracle must
+// too; and done() is often called from a stream's callback, where no op may run.
 #include <deque>
 #include <map>
 #include <mutex>
@@ -26,6 +27,7 @@
 #include "notifier.h"
 #include "op.h"
 #include "reduce.h"
+#include "serial_worker.h"
 
 namespace depengine::detail {
 namespace {
@@ -81,21 +83,18 @@ class NaiveCore final : public EngineCore {
   }
 
   // Called while the op's body runs (its thread ends the op), or after it returned and left
-  // the op suspended: this thread then ends the op and drains the queue in its place.
+  // the op suspended: the resuming thread then ends the op and drains the queue. Not the
+  // calling thread: done() is often called from a stream's completion callback, where
+  // running the next ops (a GPU op waits for its stream) would deadlock or break CUDA's rules.
   void finish_async(Op* op, std::exception_ptr error) override {
-    {
-      std::lock_guard lk(async_mu_);
-      if (async_state_ == AsyncState::running) {
-        async_error_ = std::move(error);
-        async_state_ = AsyncState::completed;
-        return;
-      }
-      async_state_ = AsyncState::idle;
+    std::lock_guard lk(async_mu_);
+    if (async_state_ == AsyncState::running) {
+      async_error_ = std::move(error);
+      async_state_ = AsyncState::completed;
+      return;
     }
-    Outcome outcome = end(op, std::move(error), nullptr);
-    std::unique_lock lk(mu_, std::defer_lock);
-    record(lk, op, outcome);
-    drain(lk, pop_queued());
+    async_state_ = AsyncState::idle;
+    resumer_->push(Resume{op, std::move(error)});
   }
 
   void shutdown() noexcept override {
@@ -106,6 +105,11 @@ class NaiveCore final : public EngineCore {
     waits_.wait_locked(lk, [&] { return !draining_ && queue_.empty() && callers_ == 0; });
     stage_ = Stage::stopped;
     lk.unlock();
+    {
+      // Its last op is recorded (the wait above); this joins it as it returns.
+      std::lock_guard al(async_mu_);
+      resumer_.reset();
+    }
     std::lock_guard sl(streams_mu_);
     streams_.clear();
   }
@@ -118,6 +122,12 @@ class NaiveCore final : public EngineCore {
 
  private:
   enum class Stage { running, draining, stopped };
+
+  // A suspended async op completed, with its error, for the resuming thread.
+  struct Resume {
+    Op* op = nullptr;
+    std::exception_ptr error;
+  };
 
   struct Outcome {
     Failure failure;             // for the vars the op writes
@@ -175,7 +185,7 @@ class NaiveCore final : public EngineCore {
   // Call with the lock held and draining_ set; returns with it held and draining_ cleared.
   // An async op left suspended stops the loop with draining_ still set (later pushes are
   // queued): this returns at once, without the lock and without touching the engine again,
-  // and the thread that completes the op resumes the loop (finish_async). The lock is taken
+  // and the resuming thread continues the loop once the op is completed (finish_async). The lock is taken
   // twice per op: to register it, and to record it. The serial arena is entered per op and
   // left before draining_ is cleared or an op suspended, so that no thread is inside it once
   // the engine may be stopped or another thread may drain.
@@ -287,6 +297,15 @@ class NaiveCore final : public EngineCore {
     return std::nullopt;
   }
 
+  // On the resuming thread: ends a suspended async op that was completed, then drains the
+  // ops queued behind it.
+  void resume(Resume& r) noexcept {
+    Outcome outcome = end(r.op, std::move(r.error), nullptr);
+    std::unique_lock lk(mu_, std::defer_lock);
+    record(lk, r.op, outcome);
+    drain(lk, pop_queued());
+  }
+
   // Returns the op's failure, or none for an async op whose body returned (its error comes
   // through finish_async); `late` gets an exception an async body threw after done().
   std::optional<std::exception_ptr> execute(Op* op, std::exception_ptr& late) noexcept {
@@ -318,6 +337,15 @@ class NaiveCore final : public EngineCore {
     }
     {
       std::lock_guard lk(async_mu_);
+      // Made before the first async body runs, where a failure to start a thread can still
+      // fail the op.
+      if (!resumer_) {
+        try {
+          resumer_ = std::make_unique<SerialWorker<Resume>>([this](Resume& r) { resume(r); });
+        } catch (...) {
+          return std::current_exception();
+        }
+      }
       async_state_ = AsyncState::running;
     }
     {
@@ -406,6 +434,9 @@ class NaiveCore final : public EngineCore {
   std::mutex async_mu_;
   AsyncState async_state_ = AsyncState::idle;
   std::exception_ptr async_error_;
+  // The thread that resumes after a suspended op, made before the first async body runs
+  // (under async_mu_); joined by shutdown.
+  std::unique_ptr<SerialWorker<Resume>> resumer_;
 
   std::mutex streams_mu_;
   std::map<std::pair<int, int>, std::unique_ptr<DeviceStream>> streams_;
