@@ -1,5 +1,6 @@
 // The naive engine: every operation runs on the pushing thread, in push order, before push
-// returns. It is the oracle of the tests and the serialized side of every comparison.
+// returns (except after an async op left suspended, below). It is the oracle of the tests
+// and the serialized side of every comparison.
 // With cpu_threads = 1 it is fully serial: ops run in a one-slot oneTBB arena, so the loops
 // inside their kernels stay on the pushing thread too. Otherwise (the default) kernels split
 // over the calling thread's arena, every core, as NumPy's BLAS does. (A private arena of
@@ -8,6 +9,11 @@
 // op, as MXNet 1.x synchronized after every GPU op): the baseline for event completion.
 // Pushes made while an op runs (by the op itself, or by another thread such as the one that
 // completes an async op) are queued and run after it, as push order demands.
+// An async op whose body returns before its Completion is called is left suspended: push
+// returns, later pushes are queued, and once done() is called the engine's resuming thread
+// (made with the first async op) finishes the op and runs the queue. The threaded engine
+// accepts a program whose pushing thread is the one that calls done(), so the oracle must
+// too; and done() is often called from a stream's callback, where no op may run.
 #include <deque>
 #include <map>
 #include <mutex>
@@ -21,6 +27,7 @@
 #include "notifier.h"
 #include "op.h"
 #include "reduce.h"
+#include "serial_worker.h"
 
 namespace depengine::detail {
 namespace {
@@ -75,11 +82,19 @@ class NaiveCore final : public EngineCore {
     observer_ = std::move(observer);
   }
 
-  void finish_async(Op*, std::exception_ptr error) override {
+  // Called while the op's body runs (its thread ends the op), or after it returned and left
+  // the op suspended: the resuming thread then ends the op and drains the queue. Not the
+  // calling thread: done() is often called from a stream's completion callback, where
+  // running the next ops (a GPU op waits for its stream) would deadlock or break CUDA's rules.
+  void finish_async(Op* op, std::exception_ptr error) override {
     std::lock_guard lk(async_mu_);
-    async_error_ = std::move(error);
-    async_done_ = true;
-    async_waits_.notify_all();
+    if (async_state_ == AsyncState::running) {
+      async_error_ = std::move(error);
+      async_state_ = AsyncState::completed;
+      return;
+    }
+    async_state_ = AsyncState::idle;
+    resumer_->push(Resume{op, std::move(error)});
   }
 
   void shutdown() noexcept override {
@@ -90,6 +105,11 @@ class NaiveCore final : public EngineCore {
     waits_.wait_locked(lk, [&] { return !draining_ && queue_.empty() && callers_ == 0; });
     stage_ = Stage::stopped;
     lk.unlock();
+    {
+      // Its last op is recorded (the wait above); this joins it as it returns.
+      std::lock_guard al(async_mu_);
+      resumer_.reset();
+    }
     std::lock_guard sl(streams_mu_);
     streams_.clear();
   }
@@ -103,13 +123,32 @@ class NaiveCore final : public EngineCore {
  private:
   enum class Stage { running, draining, stopped };
 
+  // A suspended async op completed, with its error, for the resuming thread.
+  struct Resume {
+    Op* op = nullptr;
+    std::exception_ptr error;
+  };
+
+  struct Outcome {
+    Failure failure;             // for the vars the op writes
+    std::exception_ptr report;  // for wait_all: its own failure, or an observer's, or late
+  };
+
+  // What start left: the outcome, or none for an async op whose body returned (settle_async
+  // then says whether it was completed), and an exception its body threw after done().
+  struct Started {
+    std::optional<Outcome> outcome;
+    std::exception_ptr late;
+  };
+
   void check_gpu_queue(Device device, Lane lane) override { stream_for(device, lane); }
 
   // Registers the op in push order, all-or-nothing: what can throw (shutdown refusal, a
   // deleted var) comes before any state changes, and observers are contained. The thread
-  // that finds no other draining runs the queue, this op included, before returning; a push
-  // made meanwhile (by a running op, or by a thread completing an async op) is queued and
-  // runs after the ops before it, on the draining thread. No lock is held while ops run.
+  // that finds no other draining runs the queue, this op included, before returning (or
+  // until an async op is left suspended, see drain); a push made meanwhile (by a running op,
+  // or by a thread completing an async op) is queued and runs after the ops before it, on
+  // the draining thread. No lock is held while ops run.
   void submit(OpPtr op, VarState* to_delete) override {
     std::unique_lock lk(mu_);
     if (stage_ != Stage::running) {
@@ -138,46 +177,71 @@ class NaiveCore final : public EngineCore {
     }
     draining_ = true;
     // This op first (the queue is empty when no thread drains), then whatever was pushed
-    // meanwhile. The lock is taken twice per op: to register it, and to record it. The
-    // serial arena is entered per op and left before draining_ is cleared, so that no
-    // thread is inside it once the engine may be stopped.
-    for (Op* next = op.release(); next;) {
+    // meanwhile.
+    drain(lk, op.release());
+  }
+
+  // Runs `next` (if any), then the queued ops, one at a time, until the queue is empty.
+  // Call with the lock held and draining_ set; returns with it held and draining_ cleared.
+  // An async op left suspended stops the loop with draining_ still set (later pushes are
+  // queued): this returns at once, without the lock and without touching the engine again,
+  // and the resuming thread continues the loop once the op is completed (finish_async). The lock is taken
+  // twice per op: to register it, and to record it. The serial arena is entered per op and
+  // left before draining_ is cleared or an op suspended, so that no thread is inside it once
+  // the engine may be stopped or another thread may drain.
+  void drain(std::unique_lock<std::mutex>& lk, Op* next) {
+    while (next) {
       lk.unlock();
-      Outcome outcome;
+      Started started;
       if (serial_) {
-        serial_->execute([&] { outcome = run(next); });
+        serial_->execute([&] { started = start(next); });
       } else {
-        outcome = run(next);
+        started = start(next);
       }
-      // A wait_to_read on another thread reads the vars' failures under the lock, so they
-      // change under it; only this thread writes them, so it may compare without it.
-      if (next->write_failures_differ(outcome.failure)) {
-        lk.lock();
-        next->set_write_failures(outcome.failure);
-        lk.unlock();
+      if (!started.outcome) {
+        std::optional<std::exception_ptr> error = settle_async();
+        if (!error) return;
+        started.outcome = end(next, std::move(*error), std::move(started.late));
       }
-      if (outcome.failure && next->reductions) {
-        lk.lock();
-        fail_reduce_vars(*next, outcome.failure);
-        lk.unlock();
-      }
-      // Destroying the op may push (an array its body held is deleted): queued, as this
-      // thread drains.
-      const std::uint64_t seq = next->seq;
-      OpPtr(next).reset();
-      lk.lock();
-      if (outcome.report) record_failure(seq, outcome.report);
-      ++done_;
-      pending_.fetch_sub(1, std::memory_order_relaxed);
-      if (callers_ != 0) waits_.notify_all();
-      next = nullptr;
-      if (!queue_.empty()) {
-        next = queue_.front();
-        queue_.pop_front();
-      }
+      record(lk, next, *started.outcome);
+      next = pop_queued();
     }
     draining_ = false;
     if (callers_ != 0 || stage_ != Stage::running) waits_.notify_all();
+  }
+
+  // The next queued op, or null. Call with mu_ held.
+  Op* pop_queued() noexcept {
+    if (queue_.empty()) return nullptr;
+    Op* next = queue_.front();
+    queue_.pop_front();
+    return next;
+  }
+
+  // Stores a finished op's outcome, and drops the draining thread's reference to it. Call
+  // without the lock; returns with it held.
+  void record(std::unique_lock<std::mutex>& lk, Op* op, const Outcome& outcome) {
+    // A wait_to_read on another thread reads the vars' failures under the lock, so they
+    // change under it; only the draining thread writes them, so it may compare without it.
+    if (op->write_failures_differ(outcome.failure)) {
+      lk.lock();
+      op->set_write_failures(outcome.failure);
+      lk.unlock();
+    }
+    if (outcome.failure && op->reductions) {
+      lk.lock();
+      fail_reduce_vars(*op, outcome.failure);
+      lk.unlock();
+    }
+    // Destroying the op may push (an array its body held is deleted): queued, as this
+    // thread drains.
+    const std::uint64_t seq = op->seq;
+    OpPtr(op).reset();
+    lk.lock();
+    if (outcome.report) record_failure(seq, outcome.report);
+    ++done_;
+    pending_.fetch_sub(1, std::memory_order_relaxed);
+    if (callers_ != 0) waits_.notify_all();
   }
 
   // Blocks until the first `count` ops pushed have run. Call with mu_ held.
@@ -188,25 +252,30 @@ class NaiveCore final : public EngineCore {
     if (--callers_ == 0 && stage_ != Stage::running) waits_.notify_all();
   }
 
-  struct Outcome {
-    Failure failure;             // for the vars the op writes
-    std::exception_ptr report;  // for wait_all: its own failure, or an observer's, or late
-  };
-
-  // Runs one op (without the lock). Its writes' failures are stored by the caller, under it.
-  Outcome run(Op* op) noexcept {
+  // Runs one op (without the lock), or for an async op its body. Its writes' failures are
+  // stored by the caller, under it.
+  Started start(Op* op) noexcept {
     op->observe_ready();
-    Failure failure = op->upstream_failure();
-    const bool skipped = static_cast<bool>(failure);
-    std::exception_ptr late;
-    if (!skipped) {
-      op->observe_start(0);
-      failure = Failure{execute(op, late), op->seq};
-      if (!failure && op->reductions) failure = Failure{combine(*op), op->seq};
+    Failure upstream = op->upstream_failure();
+    if (upstream) {
+      op->observe_end(true, true);
+      return {Outcome{std::move(upstream), std::exchange(op->observer_error, nullptr)}, nullptr};
     }
-    op->observe_end(static_cast<bool>(failure), skipped);
+    op->observe_start(0);
+    Started started;
+    std::optional<std::exception_ptr> error = execute(op, started.late);
+    if (error) started.outcome = end(op, std::move(*error), std::move(started.late));
+    return started;
+  }
+
+  // Ends an op that ran with `error` (null on success): combines its reductions and reports
+  // its end. `late` is an exception its async body threw after done().
+  Outcome end(Op* op, std::exception_ptr error, std::exception_ptr late) noexcept {
+    Failure failure{std::move(error), op->seq};
+    if (!failure && op->reductions) failure = Failure{combine(*op), op->seq};
+    op->observe_end(static_cast<bool>(failure), false);
     std::exception_ptr report;
-    if (failure && !skipped) {
+    if (failure) {
       report = failure.error;
     } else if (late) {
       report = std::move(late);
@@ -216,8 +285,30 @@ class NaiveCore final : public EngineCore {
     return {std::move(failure), std::move(report)};
   }
 
-  // Returns the op's failure; `late` gets an exception an async body threw after done().
-  std::exception_ptr execute(Op* op, std::exception_ptr& late) noexcept {
+  // After an async op's body returned: its error if it was completed meanwhile, else none,
+  // and the op is left suspended for the thread that completes it.
+  std::optional<std::exception_ptr> settle_async() noexcept {
+    std::lock_guard lk(async_mu_);
+    if (async_state_ == AsyncState::completed) {
+      async_state_ = AsyncState::idle;
+      return std::exchange(async_error_, nullptr);
+    }
+    async_state_ = AsyncState::suspended;
+    return std::nullopt;
+  }
+
+  // On the resuming thread: ends a suspended async op that was completed, then drains the
+  // ops queued behind it.
+  void resume(Resume& r) noexcept {
+    Outcome outcome = end(r.op, std::move(r.error), nullptr);
+    std::unique_lock lk(mu_, std::defer_lock);
+    record(lk, r.op, outcome);
+    drain(lk, pop_queued());
+  }
+
+  // Returns the op's failure, or none for an async op whose body returned (its error comes
+  // through finish_async); `late` gets an exception an async body threw after done().
+  std::optional<std::exception_ptr> execute(Op* op, std::exception_ptr& late) noexcept {
     RunContext ctx{op->opts.device, op->opts.lane, 0, nullptr};
     DeviceStream* stream = nullptr;
     std::exception_ptr error;
@@ -246,8 +337,16 @@ class NaiveCore final : public EngineCore {
     }
     {
       std::lock_guard lk(async_mu_);
-      async_done_ = false;
-      async_error_ = nullptr;
+      // Made before the first async body runs, where a failure to start a thread can still
+      // fail the op.
+      if (!resumer_) {
+        try {
+          resumer_ = std::make_unique<SerialWorker<Resume>>([this](Resume& r) { resume(r); });
+        } catch (...) {
+          return std::current_exception();
+        }
+      }
+      async_state_ = AsyncState::running;
     }
     {
       Completion done(op);
@@ -263,9 +362,7 @@ class NaiveCore final : public EngineCore {
         }
       }
     }
-    std::unique_lock lk(async_mu_);
-    async_waits_.wait_locked(lk, [&] { return async_done_; });
-    return async_error_;
+    return std::nullopt;
   }
 
   // Folds the op's contributions into its reduce vars (a failed var keeps its failure and
@@ -331,10 +428,15 @@ class NaiveCore final : public EngineCore {
   std::shared_ptr<Observer> observer_;
   std::atomic<std::size_t> pending_{0};
 
+  // The async op being run, if any: its body runs, or it was completed while its body ran
+  // (async_error_ holds its error), or its body returned first and left it suspended.
+  enum class AsyncState { idle, running, completed, suspended };
   std::mutex async_mu_;
-  Notifier async_waits_;  // conditions under async_mu_
-  bool async_done_ = false;
+  AsyncState async_state_ = AsyncState::idle;
   std::exception_ptr async_error_;
+  // The thread that resumes after a suspended op, made before the first async body runs
+  // (under async_mu_); joined by shutdown.
+  std::unique_ptr<SerialWorker<Resume>> resumer_;
 
   std::mutex streams_mu_;
   std::map<std::pair<int, int>, std::unique_ptr<DeviceStream>> streams_;

@@ -2,8 +2,14 @@
 // counts. Each test names the point it checks.
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
 #include <future>
+#include <mutex>
+#include <optional>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -19,6 +25,37 @@ class Contract : public testing::TestWithParam<EngineParam> {
   std::unique_ptr<Engine> e_ = make_engine(GetParam());
   bool threaded() const { return GetParam().kind == "threaded"; }
   bool parallel() const { return threaded() && GetParam().threads >= 2; }
+
+  // Runs `scenario` on a thread of its own and fails if it does not finish in a generous
+  // time, so that a regression to a hang fails instead of stalling the suite. The hung
+  // thread and its engine cannot be reclaimed, so the process then exits at once.
+  static void finishes_in_time(const std::function<void()>& scenario) {
+    std::promise<void> finished;
+    std::future<void> f = finished.get_future();
+    std::thread runner([&] {
+      scenario();
+      finished.set_value();
+    });
+    if (f.wait_for(60s) != std::future_status::ready) {
+      std::fprintf(stderr, "FAILED: the scenario hung (not finished after 60 s)\n");
+      std::fflush(stderr);
+      std::_Exit(1);
+    }
+    runner.join();
+  }
+
+  // Pushes an async op writing `v` whose body stores its Completion in `held` and returns,
+  // and waits until the body has run: the Completion is then called (or dropped) only by
+  // this thread, after push_async returned.
+  void push_held_async(const Var& v, std::optional<Completion>& held, std::atomic<int>* value) {
+    std::atomic<bool> ready{false};
+    e_->push_async([&, value](Completion done) {
+      if (value) *value = 42;
+      held.emplace(std::move(done));
+      ready = true;
+    }, {}, {v});
+    while (!ready) std::this_thread::yield();
+  }
 };
 
 // Point 1: a chain of non-commutative updates gives the sequential result.
@@ -416,6 +453,87 @@ TEST_P(Contract, CompletionCalledTwiceIsAnError) {
   }, {}, {a});
   EXPECT_TRUE(second_threw.get_future().get());
   e_->wait_all();
+}
+
+// done() may be called from any thread, the pushing one included, after push_async returned:
+// no engine may wait for it inside push_async.
+TEST_P(Contract, AsyncOpCompletedByThePushingThreadAfterPushReturns) {
+  finishes_in_time([&] {
+    Var a = e_->new_var();
+    std::optional<Completion> held;
+    push_held_async(a, held, nullptr);
+    (*held)();
+    held.reset();
+    e_->wait_all();
+  });
+}
+
+// Ops pushed while an async op waits for its completion run after it: a reader of its output
+// sees its result, and on the naive engine nothing runs before done(), then all in push order.
+TEST_P(Contract, OpsPushedAfterAnUncompletedAsyncOpRunAfterItsCompletion) {
+  finishes_in_time([&] {
+    Var a = e_->new_var(), b = e_->new_var(), c = e_->new_var();
+    std::atomic<int> value{0};
+    std::optional<Completion> held;
+    std::mutex log_mu;
+    std::vector<std::string> log;
+    int seen = -1;
+    push_held_async(a, held, &value);
+    e_->push([&] {
+      seen = value.load();
+      std::lock_guard lk(log_mu);
+      log.push_back("reader");
+    }, {a}, {b});
+    e_->push([&] {
+      std::lock_guard lk(log_mu);
+      log.push_back("independent");
+    }, {}, {c});
+    if (!threaded()) {
+      std::lock_guard lk(log_mu);
+      EXPECT_TRUE(log.empty()) << "an op ran before the async op ahead of it completed";
+    }
+    (*held)();
+    held.reset();
+    e_->wait_all();
+    EXPECT_EQ(seen, 42);
+    std::lock_guard lk(log_mu);
+    ASSERT_EQ(log.size(), 2u);
+    if (!threaded()) {
+      EXPECT_EQ(log[0], "reader");
+      EXPECT_EQ(log[1], "independent");
+    }
+  });
+}
+
+TEST_P(Contract, AsyncFailurePassedToDoneAfterPushReturnsIsRethrown) {
+  finishes_in_time([&] {
+    Var a = e_->new_var(), b = e_->new_var();
+    std::optional<Completion> held;
+    push_held_async(a, held, nullptr);
+    std::atomic<bool> reader_ran{false};
+    e_->push([&] { reader_ran = true; }, {a}, {b});
+    (*held)(std::make_exception_ptr(std::invalid_argument("async failure")));
+    held.reset();
+    EXPECT_THROW(e_->wait_to_read(b), std::invalid_argument);
+    EXPECT_THROW(e_->wait_all(), std::invalid_argument);
+    EXPECT_FALSE(reader_ran.load());
+  });
+}
+
+TEST_P(Contract, CompletionDroppedUncalledAfterPushReturnsFailsInsteadOfHanging) {
+  finishes_in_time([&] {
+    Var a = e_->new_var();
+    std::optional<Completion> held;
+    push_held_async(a, held, nullptr);
+    held.reset();
+    try {
+      e_->wait_all();
+      ADD_FAILURE() << "wait_all did not report the dropped Completion";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("dropped its Completion"), std::string::npos)
+          << e.what();
+    }
+  });
 }
 
 // Priorities: among waiting ready ops, higher priority starts first.
