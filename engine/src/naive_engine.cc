@@ -8,7 +8,8 @@
 // A GPU op is launched on its stream and then waited for (the stream is drained after each
 // op, as MXNet 1.x synchronized after every GPU op): the baseline for event completion.
 // Pushes made while an op runs (by the op itself, or by another thread such as the one that
-// completes an async op) are queued and run after it, as push order demands.
+// completes an async op) are queued and run after it, as push order demands; with
+// max_inflight, a push from outside an op waits while the bound's worth are pending.
 // An async op whose body returns before its Completion is called is left suspended: push
 // returns, later pushes are queued, and once done() is called the engine's resuming thread
 // (made with the first async op) finishes the op and runs the queue. The threaded engine
@@ -151,6 +152,7 @@ class NaiveCore final : public EngineCore {
   // the draining thread. No lock is held while ops run.
   void submit(OpPtr op, VarState* to_delete) override {
     std::unique_lock lk(mu_);
+    wait_for_place(lk);
     if (stage_ != Stage::running) {
       const bool admitted = stage_ == Stage::draining && (to_delete || owns(current_op()));
       if (!admitted) {
@@ -199,8 +201,17 @@ class NaiveCore final : public EngineCore {
         started = start(next);
       }
       if (!started.outcome) {
+        // Under the lock, so that the resuming thread, which clears suspended_ under it,
+        // cannot run in between.
+        lk.lock();
         std::optional<std::exception_ptr> error = settle_async();
-        if (!error) return;
+        if (!error) {
+          suspended_ = true;
+          if (callers_ != 0) waits_.notify_all();  // pushers held by the bound go through
+          lk.unlock();
+          return;
+        }
+        lk.unlock();
         started.outcome = end(next, std::move(*error), std::move(started.late));
       }
       record(lk, next, *started.outcome);
@@ -208,6 +219,22 @@ class NaiveCore final : public EngineCore {
     }
     draining_ = false;
     if (callers_ != 0 || stage_ != Stage::running) waits_.notify_all();
+  }
+
+  // Back-pressure: a push from outside an op that would be queued behind another thread's
+  // drain waits while max_inflight ops are pending. Not while an async op is suspended (its
+  // done() may be this thread's to call), nor once the engine shuts down (submit then
+  // decides). Call with mu_ held.
+  void wait_for_place(std::unique_lock<std::mutex>& lk) {
+    const std::size_t bound = options_.max_inflight;
+    if (bound == 0 || current_op() != nullptr) return;
+    auto held = [&] {
+      return stage_ == Stage::running && draining_ && !suspended_ && pending_.load() >= bound;
+    };
+    if (!held()) return;
+    ++callers_;
+    waits_.wait_locked(lk, [&] { return !held(); });
+    if (--callers_ == 0 && stage_ != Stage::running) waits_.notify_all();
   }
 
   // The next queued op, or null. Call with mu_ held.
@@ -300,6 +327,10 @@ class NaiveCore final : public EngineCore {
   // On the resuming thread: ends a suspended async op that was completed, then drains the
   // ops queued behind it.
   void resume(Resume& r) noexcept {
+    {
+      std::lock_guard lk(mu_);
+      suspended_ = false;
+    }
     Outcome outcome = end(r.op, std::move(r.error), nullptr);
     std::unique_lock lk(mu_, std::defer_lock);
     record(lk, r.op, outcome);
@@ -421,6 +452,7 @@ class NaiveCore final : public EngineCore {
   Notifier waits_;  // wait_to_read, wait_all, shutdown; conditions under mu_
   std::deque<Op*> queue_;
   bool draining_ = false;
+  bool suspended_ = false;  // an async op is suspended and not yet resumed (under mu_)
   Stage stage_ = Stage::running;
   int callers_ = 0;  // threads in a wait
   std::uint64_t next_seq_ = 0;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -417,6 +418,41 @@ TEST(BackPressure, BoundHoldsWithManyPushingThreads) {
   for (auto& t : pushers) t.join();
   e->wait_all();
   EXPECT_LE(e->peak_pending(), 4u);
+}
+
+// The naive engine holds the bound too: pushes from other threads while one drains were
+// queued without it (a peak of 500 with a bound of 4, of 28,430 with a bound of 1).
+TEST(BackPressure, NaiveBoundHoldsWithSeveralPushingThreads) {
+  for (const long bound : {1L, 4L}) {
+    auto e = Engine::create("naive", {.cpu_threads = 2, .max_inflight = bound});
+    std::vector<std::thread> pushers;
+    for (int t = 0; t < 4; ++t) {
+      pushers.emplace_back([&] {
+        Var v = e->new_var();
+        for (int i = 0; i < 2000; ++i) e->push([] {}, {}, {v});
+      });
+    }
+    for (auto& t : pushers) t.join();
+    e->wait_all();
+    EXPECT_LE(e->peak_pending(), static_cast<std::size_t>(bound)) << "bound " << bound;
+  }
+}
+
+// With a bound of 1 and an async op suspended (its body returned, done() not yet called),
+// the pushing thread's next push goes through instead of waiting for the done() that only
+// it will call.
+TEST(BackPressure, NaiveSuspendedAsyncOpDoesNotHoldTheBound) {
+  auto e = Engine::create("naive", {.cpu_threads = 2, .max_inflight = 1});
+  Var a = e->new_var(), b = e->new_var();
+  std::optional<Completion> held;
+  e->push_async([&](Completion done) { held.emplace(std::move(done)); }, {}, {a});
+  std::atomic<bool> ran{false};
+  e->push([&] { ran = true; }, {a}, {b});  // would wait forever for the bound
+  EXPECT_FALSE(ran.load());
+  (*held)();
+  held.reset();
+  e->wait_all();
+  EXPECT_TRUE(ran.load());
 }
 
 // Shutdown with an async CPU body that calls done() and then pushes a GPU op (it is still

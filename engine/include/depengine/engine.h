@@ -42,8 +42,6 @@ struct EngineOptions {
   // any number of pushing threads. Pushes made by running ops never block, nor does a push
   // made while every op in flight waits for a Completion (which the pushing thread may be
   // the one to call). Default: DEPENGINE_MAX_INFLIGHT, else unbounded. -1 forces unbounded.
-  // Not enforced by the naive engine yet: there each push runs to completion on its thread,
-  // but pushes made by other threads while one drains are queued without this bound.
   long max_inflight = 0;
   // Host-simulated GPUs: when > 0, Device::gpu(i) for i < sim_gpus runs on threads that
   // stand in for streams, so GPU scheduling works on machines without one.
