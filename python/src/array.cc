@@ -155,7 +155,7 @@ NDArray getitem(const NDArray& a, nb::handle key) {
     }
     PyObject* k = keys[d].ptr();
     if (PyLong_Check(k) && !PyBool_Check(k)) {
-      dims.push_back({norm_index(PyLong_AsLong(k), n, d), 1, 1, false});
+      dims.push_back({norm_index(int_value(k), n, d), 1, 1, false});
     } else if (PySlice_Check(k)) {
       Py_ssize_t start, stop, step;
       if (PySlice_Unpack(k, &start, &stop, &step) < 0) throw nb::python_error();
@@ -171,15 +171,18 @@ NDArray getitem(const NDArray& a, nb::handle key) {
 }
 
 nb::object asnumpy(const NDArray& a) {
-  NDArray host = a.device().is_cpu() ? a : frontend_call(a.engine(), [&] { return a.copy_to(Device::cpu()); });
+  // A copy, as MXNet's asnumpy: made by an op ordered after the array's earlier writes and
+  // before its later ones, into storage that only the NumPy array holds. (A view of the
+  // array's own storage changed under the caller when a later op wrote the array, and could
+  // be read half-written.)
+  NDArray host = frontend_call(a.engine(), [&] { return a.copy_to(Device::cpu()); });
   wait(host);
-  // Zero-copy: a read-only view of the array's storage, which the view keeps alive.
   auto* keep = new NDArray(host);
   nb::capsule owner(keep, [](void* p) noexcept { delete static_cast<NDArray*>(p); });
   std::vector<std::size_t> shape(host.shape().begin(), host.shape().end());
-  nb::ndarray<nb::numpy, const float> view(host.size() ? host.data() : nullptr, shape.size(),
-                                           shape.data(), owner);
-  return view.cast();
+  float* data = host.size() ? host.data() : nullptr;
+  nb::ndarray<nb::numpy, float> copy(data, shape.size(), shape.data(), owner);
+  return copy.cast();
 }
 
 std::string repr(const NDArray& a) {
@@ -239,12 +242,20 @@ void bind_array(nb::module_& np) {
       .def("__repr__", &repr)
       .def("__str__", &repr)
       .def("__getitem__", &getitem)
+      // As NumPy's: rows along the first axis, one at a time; a 0-d array is not iterable
+      // (without this, Python's fallback through __getitem__ gave an empty list).
+      .def("__iter__", [](nb::handle self) {
+        const NDArray& a = nb::cast<const NDArray&>(self);
+        if (a.ndim() == 0) throw nb::type_error("iteration over a 0-d array");
+        nb::module_ builtins = nb::module_::import_("builtins");
+        return builtins.attr("map")(self.attr("__getitem__"), builtins.attr("range")(a.shape()[0]));
+      })
       .def("reshape", [](const NDArray& a, nb::args args) {
         nb::handle spec = args.size() == 1 ? args[0] : nb::handle(args);
         std::vector<long long> want;
         auto add = [&](nb::handle h) {
           if (!PyLong_Check(h.ptr())) throw nb::type_error("reshape: dimensions must be int");
-          want.push_back(PyLong_AsLongLong(h.ptr()));
+          want.push_back(int_value(h));
         };
         if (PyLong_Check(spec.ptr())) add(spec);
         else for (nb::handle h : nb::borrow<nb::sequence>(spec)) add(h);

@@ -65,6 +65,10 @@ bool scalar_value(nb::handle h, float& out);
 void check_dtype(nb::handle dtype, const char* fn);
 // An int or a sequence of ints (>= 0).
 Shape shape_arg(nb::handle shape, const char* fn);
+
+// A Python int (checked by the caller) as a C++ long long; one beyond its range raises
+// Python's OverflowError instead of leaving the error set behind a wrong value.
+long long int_value(nb::handle h);
 // ctx= / device=: None (the CPU), or a Device.
 Device device_arg(nb::handle ctx, nb::handle device, const char* fn);
 // A new array on `device` holding the elements of a NumPy array, a (nested) list or a scalar.

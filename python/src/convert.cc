@@ -59,13 +59,18 @@ void check_dtype(nb::handle dtype, const char* fn) {
   }
 }
 
+long long int_value(nb::handle h) {
+  const long long v = PyLong_AsLongLong(h.ptr());
+  if (v == -1 && PyErr_Occurred()) throw nb::python_error();
+  return v;
+}
+
 Shape shape_arg(nb::handle shape, const char* fn) {
   auto dim = [&](nb::handle h) -> std::size_t {
     if (!PyLong_Check(h.ptr()) || PyBool_Check(h.ptr())) {
       throw nb::type_error((std::string(fn) + ": shape entries must be int, got " + tp_name_of(h)).c_str());
     }
-    const long long v = PyLong_AsLongLong(h.ptr());
-    if (v == -1 && PyErr_Occurred()) throw nb::python_error();
+    const long long v = int_value(h);
     if (v < 0) {
       throw nb::value_error((std::string(fn) + ": negative dimensions are not allowed (" +
                              std::to_string(v) + ")").c_str());

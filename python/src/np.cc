@@ -29,7 +29,7 @@ NDArray reduce(const NDArray& a, nb::handle axis, bool keepdims, const char* fn,
     throw nb::type_error((std::string(fn) + ": axis must be None or an int, got " +
                           Py_TYPE(axis.ptr())->tp_name).c_str());
   }
-  const long ax = PyLong_AsLong(axis.ptr());
+  const long long ax = int_value(axis);
   const long nd = static_cast<long>(a.ndim());
   if (ax < -nd || ax >= nd) {
     throw nb::value_error((std::string(fn) + ": axis " + std::to_string(ax) +

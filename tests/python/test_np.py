@@ -116,12 +116,40 @@ def test_indexing_reshape_transpose():
         x[1.5]
 
 
-def test_asnumpy_is_a_zero_copy_view_that_keeps_the_array_alive():
+def test_asnumpy_is_a_copy_that_later_writes_do_not_change():
     x = np.arange(6).reshape(2, 3)
     a = x.asnumpy()
-    assert not a.flags.writeable
     del x
     numpy.testing.assert_array_equal(a, numpy.arange(6.0).reshape(2, 3))
+    # A view of the array's storage changed under the caller (and could be read half-written)
+    # when a later op wrote the array.
+    y = np.zeros((1000, 1000))
+    v = y.asnumpy()
+    y += 1
+    npx.waitall()
+    assert v.sum() == 0.0
+    v[0, 0] = 5.0  # the copy is the caller's
+    assert y[0, 0].item() == 1.0
+
+
+def test_ints_beyond_c_long_raise_overflow_error():
+    # They ended in SystemError ("returned a result with an exception set").
+    a = np.arange(6.0).reshape(2, 3)
+    with pytest.raises(OverflowError):
+        a[2**70]
+    with pytest.raises(OverflowError):
+        a.sum(axis=2**70)
+    with pytest.raises(OverflowError):
+        a.reshape(2**70)
+
+
+def test_iteration_is_numpy_s():
+    # Python's fallback through __getitem__ made list() of a 0-d array an empty list.
+    with pytest.raises(TypeError, match="0-d"):
+        list(np.array(1.0))
+    rows = list(np.arange(6.0).reshape(3, 2))
+    assert len(rows) == 3
+    close(rows[2], numpy.array([4.0, 5.0]))
 
 
 def test_copy_and_ctx():
