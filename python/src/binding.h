@@ -9,6 +9,7 @@
 
 #include "depengine/engine.h"
 #include "depengine/ndarray.h"
+#include "gil.h"
 
 namespace depengine::python {
 
@@ -77,9 +78,11 @@ NDArray array_from(nb::handle obj, Device device, const char* fn);
 NDArray as_array(nb::handle h, const NDArray* like, const char* fn);
 
 // Runs a frontend call: its Error (a bad shape or device, found before anything is pushed)
-// becomes ValueError; the GIL is released when the push may block.
+// becomes ValueError; the GIL is released when the push may block. Once the interpreter
+// exits, depengine.Error (gil.h, begin_exit).
 template <class F>
 decltype(auto) frontend_call(const Engine& e, F&& f) {
+  check_not_exiting();
   try {
     return maybe_released(push_may_block(e), std::forward<F>(f));
   } catch (const Error& err) {

@@ -87,6 +87,7 @@ PyRef callable(nb::handle fn, const char* what) {
 
 void push(EngineRef& self, nb::handle fn, nb::handle reads, nb::handle writes,
           std::string name, int priority) {
+  check_not_exiting();
   PyRef f = callable(fn, "push");
   const std::vector<Var> r = to_vars(reads, "reads"), w = to_vars(writes, "writes");
   auto body = [f = std::move(f), name, keep = t_recording > 0]() mutable {
@@ -98,6 +99,7 @@ void push(EngineRef& self, nb::handle fn, nb::handle reads, nb::handle writes,
 
 void push_async(EngineRef& self, nb::handle fn, nb::handle reads, nb::handle writes,
                 std::string name, int priority) {
+  check_not_exiting();
   PyRef f = callable(fn, "push_async");
   const std::vector<Var> r = to_vars(reads, "reads"), w = to_vars(writes, "writes");
   auto body = [f = std::move(f), name, keep = t_recording > 0](Completion done) mutable {

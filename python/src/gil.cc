@@ -1,5 +1,6 @@
 #include "gil.h"
 
+#include <atomic>
 #include <condition_variable>
 #include <mutex>
 #include <vector>
@@ -47,6 +48,19 @@ void leave_python() noexcept {
   if (--g.inside == 0) g.idle.notify_all();
 }
 }  // namespace detail
+
+namespace {
+std::atomic<bool> g_exiting{false};
+}  // namespace
+
+void begin_exit() noexcept { g_exiting.store(true); }
+
+void check_not_exiting() {
+  if (g_exiting.load(std::memory_order_relaxed)) {
+    throw Error("the interpreter is exiting: depengine takes no more work (a daemon thread "
+                "pushed after the main thread ended)");
+  }
+}
 
 void close_python() {
   Gate& g = gate();

@@ -44,6 +44,13 @@ bool with_gil(F&& f) {
 // every later with_gil return false. Call with the GIL held.
 void close_python();
 
+// Marks the interpreter as exiting, before the atexit hook waits for the engines: a push
+// made from Python after it raises depengine.Error (check_not_exiting), so that a daemon
+// thread still pushing cannot keep that wait going (and memory growing) without end.
+void begin_exit() noexcept;
+// Throws Error, for a push made after begin_exit().
+void check_not_exiting();
+
 // A strong reference that may be copied, moved and destroyed on any thread. A copy without
 // the GIL takes it (with_gil); a drop without it is deferred to the interpreter's main
 // thread (Py_AddPendingCall), never blocking. Made with the GIL held.

@@ -44,6 +44,7 @@ NB_MODULE(_depengine, m) {
 
   m.def("_close_python",
         [] {
+          begin_exit();
           wait_registered_engines();
           close_python();
         },

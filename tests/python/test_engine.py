@@ -216,6 +216,24 @@ def test_python_op_pushed_by_a_daemon_thread_during_exit_is_safe():
     assert r.returncode == 0, r.stderr
 
 
+def test_exit_is_not_held_by_a_daemon_thread_that_keeps_pushing_arrays():
+    # The exit hook waited for every engine while the daemon kept pushing: the process never
+    # ended and its memory grew by ~1 GB/s. Pushes made once exit began now raise
+    # depengine.Error, and the daemon dies with the interpreter, as in plain Python.
+    r = run_python(
+        "import threading, time\n"
+        "from depengine import np\n"
+        "def daemon():\n"
+        "    a = np.ones((200, 200))\n"
+        "    while True:\n"
+        "        b = np.dot(a, a)\n"
+        "threading.Thread(target=daemon, daemon=True).start()\n"
+        "time.sleep(0.05)\n"
+        "print('main end', flush=True)\n")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "main end"
+
+
 def test_push_under_back_pressure_releases_the_gil():
     # Python ops need the GIL to finish; a push blocked by max_inflight must not hold it.
     e = de.Engine("threaded", cpu_threads=2, max_inflight=2)
