@@ -228,6 +228,18 @@ void bind_array(nb::module_& np) {
         nb::gil_scoped_release unlocked;
         return static_cast<double>(a.item());
       })
+      .def("__int__", [](const NDArray& a) {
+        if (a.size() != 1) throw nb::type_error("only size-1 arrays can be converted to Python scalars");
+        float v;
+        {
+          nb::gil_scoped_release unlocked;
+          v = a.item();
+        }
+        // A NaN raises ValueError and an infinity OverflowError, as with NumPy.
+        PyObject* i = PyLong_FromDouble(static_cast<double>(v));
+        if (!i) throw nb::python_error();
+        return nb::steal(i);
+      })
       .def("__bool__", [](const NDArray& a) {
         if (a.size() != 1) {
           throw nb::value_error("The truth value of an array with more than one element is ambiguous.");

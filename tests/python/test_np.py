@@ -143,6 +143,15 @@ def test_ints_beyond_c_long_raise_overflow_error():
         a.reshape(2**70)
 
 
+def test_int_of_a_size_1_array():
+    assert int(np.array(2.7)) == 2
+    assert int(np.array([-3.5])) == -3
+    with pytest.raises(TypeError, match="size-1"):
+        int(np.ones(2))
+    with pytest.raises(ValueError):
+        int(np.array(float("nan")))
+
+
 def test_iteration_is_numpy_s():
     # Python's fallback through __getitem__ made list() of a 0-d array an empty list.
     with pytest.raises(TypeError, match="0-d"):
