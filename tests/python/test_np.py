@@ -143,6 +143,15 @@ def test_ints_beyond_c_long_raise_overflow_error():
         a.reshape(2**70)
 
 
+def test_none_as_an_operand_gets_python_s_answer():
+    # nanobind refused None before the operator ran ("incompatible function arguments").
+    a = np.ones(3)
+    with pytest.raises(TypeError, match="unsupported operand"):
+        a + None
+    assert (a == None) is False  # noqa: E711 (the operator is what is tested)
+    assert (a != None) is True  # noqa: E711
+
+
 def test_int_of_a_size_1_array():
     assert int(np.array(2.7)) == 2
     assert int(np.array([-3.5])) == -3
