@@ -106,11 +106,14 @@ class NaiveCore final : public EngineCore {
     waits_.wait_locked(lk, [&] { return !draining_ && queue_.empty() && callers_ == 0; });
     stage_ = Stage::stopped;
     lk.unlock();
+    // The resuming thread has recorded its last op (the wait above); joined as it returns,
+    // outside the lock that execute and finish_async take to reach it.
+    std::unique_ptr<SerialWorker<Resume>> resumer;
     {
-      // Its last op is recorded (the wait above); this joins it as it returns.
       std::lock_guard al(async_mu_);
-      resumer_.reset();
+      resumer = std::move(resumer_);
     }
+    resumer.reset();
     std::lock_guard sl(streams_mu_);
     streams_.clear();
   }
@@ -187,10 +190,10 @@ class NaiveCore final : public EngineCore {
   // Call with the lock held and draining_ set; returns with it held and draining_ cleared.
   // An async op left suspended stops the loop with draining_ still set (later pushes are
   // queued): this returns at once, without the lock and without touching the engine again,
-  // and the resuming thread continues the loop once the op is completed (finish_async). The lock is taken
-  // twice per op: to register it, and to record it. The serial arena is entered per op and
-  // left before draining_ is cleared or an op suspended, so that no thread is inside it once
-  // the engine may be stopped or another thread may drain.
+  // and the resuming thread continues the loop once the op is completed (finish_async).
+  // The lock is taken twice per op: to register it, and to record it. The serial arena is
+  // entered per op and left before draining_ is cleared or an op suspended, so that no
+  // thread is inside it once the engine may be stopped or another thread may drain.
   void drain(std::unique_lock<std::mutex>& lk, Op* next) {
     while (next) {
       lk.unlock();

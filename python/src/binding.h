@@ -66,7 +66,6 @@ bool scalar_value(nb::handle h, float& out);
 void check_dtype(nb::handle dtype, const char* fn);
 // An int or a sequence of ints (>= 0).
 Shape shape_arg(nb::handle shape, const char* fn);
-
 // A Python int (checked by the caller) as a C++ long long; one beyond its range raises
 // Python's OverflowError instead of leaving the error set behind a wrong value.
 long long int_value(nb::handle h);

@@ -505,7 +505,7 @@ TEST_P(Contract, OpsPushedAfterAnUncompletedAsyncOpRunAfterItsCompletion) {
   });
 }
 
-TEST_P(Contract, AsyncFailurePassedToDoneAfterPushReturnsIsRethrown) {
+TEST_P(Contract, AsyncFailureFromDoneAfterPushReturnsIsRethrown) {
   finishes_in_time([&] {
     Var a = e_->new_var(), b = e_->new_var();
     std::optional<Completion> held;
