@@ -154,8 +154,11 @@ NDArray getitem(const NDArray& a, nb::handle key) {
       continue;
     }
     PyObject* k = keys[d].ptr();
-    if (PyLong_Check(k) && !PyBool_Check(k)) {
-      dims.push_back({norm_index(int_value(k), n, d), 1, 1, false});
+    // An int, or an integer with __index__ (a NumPy integer); a bool is not an index here.
+    if (!PyBool_Check(k) && PyIndex_Check(k) && !nb::isinstance<NDArray>(keys[d])) {
+      nb::object i = nb::steal(PyNumber_Index(k));
+      if (!i.is_valid()) throw nb::python_error();
+      dims.push_back({norm_index(int_value(i), n, d), 1, 1, false});
     } else if (PySlice_Check(k)) {
       Py_ssize_t start, stop, step;
       if (PySlice_Unpack(k, &start, &stop, &step) < 0) throw nb::python_error();
@@ -215,6 +218,32 @@ void bind_array(nb::module_& np) {
       .def("__array__", [](const NDArray& a, nb::args, nb::kwargs) {
         return nb::module_::import_("numpy").attr("array")(asnumpy(a));
       })
+      .def("tolist", [](const NDArray& a) { return asnumpy(a).attr("tolist")(); },
+           "The elements as (nested) Python floats; waits, as asnumpy().")
+      .def("astype", [](nb::handle self, nb::handle dtype, bool copy) -> nb::object {
+        check_dtype(dtype, "astype");
+        if (!copy) return nb::borrow(self);
+        const NDArray& a = nb::cast<const NDArray&>(self);
+        return nb::cast(frontend_call(a.engine(), [&] { return a.copy(); }));
+      }, nb::arg("dtype"), nb::arg("copy") = true,
+         "float32 only (depengine arrays are float32): a copy, or the array itself with copy=False.")
+      // As NumPy's: a 0-d array formats as its value; others only with an empty spec.
+      .def("__format__", [](nb::handle self, const std::string& spec) -> nb::object {
+        const NDArray& a = nb::cast<const NDArray&>(self);
+        if (a.ndim() == 0) {
+          float v;
+          {
+            nb::gil_scoped_release unlocked;
+            v = a.item();
+          }
+          nb::object value = nb::steal(PyFloat_FromDouble(static_cast<double>(v)));
+          nb::object out = nb::steal(PyObject_Format(value.ptr(), nb::str(spec.c_str()).ptr()));
+          if (!out.is_valid()) throw nb::python_error();
+          return out;
+        }
+        if (spec.empty()) return nb::str(self);
+        throw nb::type_error("unsupported format string passed to ndarray.__format__");
+      }, nb::arg("format_spec"))
       .def("item", [](const NDArray& a) {
         if (a.size() != 1) {
           throw nb::value_error(("can only convert an array of size 1 to a Python scalar (shape " +
@@ -247,6 +276,16 @@ void bind_array(nb::module_& np) {
         nb::gil_scoped_release unlocked;
         return a.item() != 0.0f;
       })
+      // As NumPy's: `x in a` is (a == x).any(), not a search through the rows.
+      .def("__contains__", [](nb::handle self, nb::handle value) {
+        nb::object eq = self.attr("__eq__")(value);
+        if (!nb::isinstance<NDArray>(eq)) return false;
+        const NDArray& e = nb::cast<const NDArray&>(eq);
+        if (e.size() == 0) return false;
+        const NDArray any = frontend_call(e.engine(), [&] { return nd::max(e); });
+        nb::gil_scoped_release unlocked;
+        return any.item() != 0.0f;
+      }, nb::arg("value").none())
       .def("__len__", [](const NDArray& a) {
         if (a.ndim() == 0) throw nb::type_error("len() of unsized object");
         return a.shape()[0];

@@ -69,6 +69,10 @@ Shape shape_arg(nb::handle shape, const char* fn);
 // A Python int (checked by the caller) as a C++ long long; one beyond its range raises
 // Python's OverflowError instead of leaving the error set behind a wrong value.
 long long int_value(nb::handle h);
+// An integer argument `name` of `fn` (a Python int, or anything with __index__ such as a
+// NumPy integer; not a bool) within [lo, hi]: TypeError for another type, ValueError naming
+// the range for a value outside it (however large).
+long long int_arg(nb::handle h, const char* fn, const char* name, long long lo, long long hi);
 // ctx= / device=: None (the CPU), or a Device.
 Device device_arg(nb::handle ctx, nb::handle device, const char* fn);
 // A new array on `device` holding the elements of a NumPy array, a (nested) list or a scalar.

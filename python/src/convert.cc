@@ -65,6 +65,24 @@ long long int_value(nb::handle h) {
   return v;
 }
 
+long long int_arg(nb::handle h, const char* fn, const char* name, long long lo, long long hi) {
+  const std::string what = std::string(fn) + ": " + name;
+  if (PyBool_Check(h.ptr()) || !PyIndex_Check(h.ptr())) {
+    throw nb::type_error((what + " must be an int, got " + tp_name_of(h)).c_str());
+  }
+  nb::object i = nb::steal(PyNumber_Index(h.ptr()));
+  if (!i.is_valid()) throw nb::python_error();
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(i.ptr(), &overflow);
+  if (v == -1 && PyErr_Occurred()) throw nb::python_error();
+  if (overflow != 0 || v < lo || v > hi) {
+    throw nb::value_error((what + " must be in [" + std::to_string(lo) + ", " +
+                           std::to_string(hi) + "], got " +
+                           nb::cast<std::string>(nb::str(i))).c_str());
+  }
+  return v;
+}
+
 Shape shape_arg(nb::handle shape, const char* fn) {
   auto dim = [&](nb::handle h) -> std::size_t {
     if (!PyLong_Check(h.ptr()) || PyBool_Check(h.ptr())) {

@@ -4,6 +4,7 @@
 #include <nanobind/stl/unique_ptr.h>
 
 #include <algorithm>
+#include <climits>
 #include <memory>
 #include <mutex>
 
@@ -72,6 +73,10 @@ struct Done {
   }
 };
 
+int priority_of(nb::handle h, const char* fn) {
+  return static_cast<int>(int_arg(h, fn, "priority", INT_MIN, INT_MAX));
+}
+
 PushOptions push_options(std::string name, int priority) {
   return PushOptions{.device = Device::cpu(), .lane = Lane::compute, .priority = priority,
                      .name = std::move(name)};
@@ -86,7 +91,8 @@ PyRef callable(nb::handle fn, const char* what) {
 }
 
 void push(EngineRef& self, nb::handle fn, nb::handle reads, nb::handle writes,
-          std::string name, int priority) {
+          std::string name, nb::handle priority_arg) {
+  const int priority = priority_of(priority_arg, "push");
   check_not_exiting();
   PyRef f = callable(fn, "push");
   const std::vector<Var> r = to_vars(reads, "reads"), w = to_vars(writes, "writes");
@@ -98,7 +104,8 @@ void push(EngineRef& self, nb::handle fn, nb::handle reads, nb::handle writes,
 }
 
 void push_async(EngineRef& self, nb::handle fn, nb::handle reads, nb::handle writes,
-                std::string name, int priority) {
+                std::string name, nb::handle priority_arg) {
+  const int priority = priority_of(priority_arg, "push_async");
   check_not_exiting();
   PyRef f = callable(fn, "push_async");
   const std::vector<Var> r = to_vars(reads, "reads"), w = to_vars(writes, "writes");
@@ -265,14 +272,16 @@ void bind_engine(nb::module_& m) {
                         "max_inflight=0, sim_gpus=0). 0 takes the environment's value or the "
                         "default. `with engine:` makes it the current engine of this thread.")
       .def("__init__",
-           [](EngineRef* self, const std::string& kind, int cpu_threads, long max_inflight,
-              int sim_gpus) {
-             if (cpu_threads < 0) throw nb::value_error("Engine: cpu_threads must be >= 0");
+           [](EngineRef* self, const std::string& kind, nb::handle cpu_threads,
+              nb::handle max_inflight, nb::handle sim_gpus) {
+             const EngineOptions options{
+                 .cpu_threads = static_cast<int>(int_arg(cpu_threads, "Engine", "cpu_threads", 0, INT_MAX)),
+                 .max_inflight = static_cast<long>(
+                     int_arg(max_inflight, "Engine", "max_inflight", -1, LONG_MAX)),
+                 .sim_gpus = static_cast<int>(int_arg(sim_gpus, "Engine", "sim_gpus", 0, INT_MAX))};
              std::unique_ptr<Engine> e;
              try {
-               e = Engine::create(kind, {.cpu_threads = cpu_threads,
-                                         .max_inflight = max_inflight,
-                                         .sim_gpus = sim_gpus});
+               e = Engine::create(kind, options);
              } catch (const Error& err) {
                throw nb::value_error(err.what());
              }

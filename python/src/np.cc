@@ -3,6 +3,7 @@
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
+#include <climits>
 #include <optional>
 
 #include "binding.h"
@@ -14,6 +15,15 @@ Engine& creation_engine() {
   Engine& e = current_engine();
   register_engine(&e);
   return e;
+}
+
+// NumPy's functions call the array's method with out=None (numpy.sum(a) calls a.sum(axis=None,
+// dtype=None, out=None)): accepted; an output array is not.
+void check_no_out(nb::handle out, const char* fn) {
+  if (!out.is_none()) {
+    throw nb::type_error((std::string(fn) + ": out= is not supported (the result is a new "
+                          "array)").c_str());
+  }
 }
 
 // A reduction's axis: None (all elements) or an int; keepdims puts the reduced axis back.
@@ -43,8 +53,9 @@ NDArray reduce(const NDArray& a, nb::handle axis, bool keepdims, const char* fn,
 }
 
 #define DEPENGINE_REDUCTION(name)                                                         \
-  [](const NDArray& a, nb::handle axis, nb::handle dtype, bool keepdims) {                \
+  [](const NDArray& a, nb::handle axis, nb::handle dtype, nb::handle out, bool keepdims) { \
     check_dtype(dtype, #name);                                                            \
+    check_no_out(out, #name);                                                             \
     return reduce(                                                                        \
         a, axis, keepdims, #name, [](const NDArray& x) { return nd::name(x); },           \
         [](const NDArray& x, int ax) { return nd::name(x, ax); });                        \
@@ -161,10 +172,11 @@ void bind_np(nb::module_& np, nb::module_& npx) {
   // Reductions, as functions and as methods.
   nb::object cls = np.attr("ndarray");
   auto reduction = [&](const char* name, auto fn) {
-    np.def(name, fn, "a"_a, "axis"_a = nb::none(), "dtype"_a = nb::none(), "keepdims"_a = false);
+    np.def(name, fn, "a"_a, "axis"_a = nb::none(), "dtype"_a = nb::none(), "out"_a = nb::none(),
+           "keepdims"_a = false);
     cls.attr(name) = nb::cpp_function(fn, nb::scope(cls), nb::is_method(), nb::name(name),
                                       "axis"_a = nb::none(), "dtype"_a = nb::none(),
-                                      "keepdims"_a = false);
+                                      "out"_a = nb::none(), "keepdims"_a = false);
   };
   reduction("sum", DEPENGINE_REDUCTION(sum));
   reduction("mean", DEPENGINE_REDUCTION(mean));
@@ -186,8 +198,8 @@ void bind_np(nb::module_& np, nb::module_& npx) {
              },
              "low"_a = 0.0f, "high"_a = 1.0f, "size"_a = nb::none(), "dtype"_a = nb::none(),
              nb::kw_only(), "ctx"_a = nb::none(), "device"_a = nb::none());
-  auto seed = [](long long s) {
-    if (s < 0) throw nb::value_error("seed: must be >= 0");
+  auto seed = [](nb::handle arg) {
+    const long long s = int_arg(arg, "seed", "seed", 0, LLONG_MAX);
     frontend_call(creation_engine(), [&] { nd::seed(static_cast<std::uint64_t>(s)); return 0; });
   };
   rnd.def("seed", seed, "seed"_a);
@@ -203,13 +215,12 @@ void bind_np(nb::module_& np, nb::module_& npx) {
           "Waits for every op pushed to the current engine; raises the first failure.");
   npx.def("set_np", [](nb::args, nb::kwargs) {}, "Accepted for MXNet code; depengine.np is always on.");
   npx.def("reset_np", [] {});
-  npx.def("cpu", [](int i) {
-    if (i != 0) throw nb::value_error("cpu: only cpu(0) exists");
+  npx.def("cpu", [](nb::handle i) {
+    int_arg(i, "cpu", "device_id", 0, 0);  // only cpu(0) exists
     return Device::cpu();
   }, "device_id"_a = 0);
-  npx.def("gpu", [](int i) {
-    if (i < 0) throw nb::value_error("gpu: device_id must be >= 0");
-    return Device::gpu(i);
+  npx.def("gpu", [](nb::handle i) {
+    return Device::gpu(static_cast<int>(int_arg(i, "gpu", "device_id", 0, INT_MAX)));
   }, "device_id"_a = 0);
   npx.def("num_gpus", [] {
     const int sim = current_engine().sim_gpus();

@@ -238,3 +238,68 @@ def test_zero_d_and_empty_arrays():
     assert z.asnumpy().shape == (0, 3) and z.sum().item() == 0.0
     assert np.ones((2, 3))[1:1].shape == (0, 3)
     assert np.random.normal(size=()).shape == ()
+
+
+def test_numpy_functions_take_depengine_arrays():
+    # numpy.sum(a) calls a.sum(axis=None, dtype=None, out=None): nanobind refused out= with
+    # "incompatible function arguments".
+    a = np.arange(6.0).reshape(2, 3)
+    assert numpy.sum(a).item() == 15.0
+    assert numpy.mean(a).item() == 2.5
+    assert numpy.max(a).item() == 5.0
+    close(numpy.sum(a, axis=0), numpy.array([3.0, 5.0, 7.0]))
+    assert a.sum(None, None, None, True).shape == (1, 1)  # NumPy's positional order
+    with pytest.raises(TypeError, match="out="):
+        a.sum(out=np.zeros(()))
+    # `in` is (a == x).any(), as NumPy's; through the rows, a 2-d array raised ValueError.
+    assert 3.0 in a and 7.0 not in a
+    assert [3.0, 4.0, 5.0] in a and None not in a
+
+
+def test_format_tolist_astype():
+    # format() of a 0-d array, tolist() and astype() were missing (TypeError, AttributeError).
+    assert format(np.array(1.5), ".2f") == "1.50"
+    assert f"{np.array(2.0):>6.1f}" == "   2.0"
+    assert format(np.ones(2)) == str(np.ones(2))
+    with pytest.raises(TypeError, match="format"):
+        format(np.ones(2), ".2f")
+    assert np.arange(4.0).reshape(2, 2).tolist() == [[0.0, 1.0], [2.0, 3.0]]
+    assert np.array(3.0).tolist() == 3.0
+    a = np.ones(3)
+    b = a.astype("float32")
+    assert b is not a and b.dtype == numpy.float32
+    a += 1
+    close(b, numpy.ones(3))                  # a copy
+    assert a.astype(numpy.float32, copy=False) is a
+    with pytest.raises(TypeError, match="float64"):
+        a.astype("float64")
+
+
+def test_numpy_integers_index_and_bools_do_not():
+    a = np.arange(5.0)
+    assert a[numpy.int64(3)].item() == 3.0
+    assert a[numpy.int32(-1)].item() == 4.0
+    with pytest.raises(TypeError, match="bool"):
+        a[True]
+
+
+def test_integer_arguments_out_of_range_name_the_argument():
+    # Values beyond C int gave nanobind's "incompatible function arguments".
+    import depengine as de
+    with pytest.raises(ValueError, match=r"cpu_threads must be in \[0, "):
+        de.Engine("threaded", cpu_threads=2**31)
+    with pytest.raises(ValueError, match="cpu_threads"):
+        de.Engine("threaded", cpu_threads=-5)
+    with pytest.raises(ValueError, match="max_inflight"):
+        de.Engine("threaded", max_inflight=2**70)
+    with pytest.raises(TypeError, match="sim_gpus must be an int"):
+        de.Engine("threaded", sim_gpus=1.5)
+    with pytest.raises(ValueError, match="device_id"):
+        npx.gpu(2**40)
+    with pytest.raises(ValueError, match="device_id"):
+        npx.cpu(1)
+    assert npx.gpu(numpy.int64(1)) == npx.gpu(1)
+    with pytest.raises(ValueError, match="seed"):
+        np.random.seed(2**70)
+    with pytest.raises(ValueError, match="priority"):
+        de.engine().push(lambda: None, priority=2**40)
