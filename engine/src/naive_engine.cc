@@ -217,7 +217,7 @@ class NaiveCore final : public EngineCore {
         lk.unlock();
         started.outcome = end(next, std::move(*error), std::move(started.late));
       }
-      record(lk, next, *started.outcome);
+      record(lk, next, std::move(*started.outcome));
       next = pop_queued();
     }
     draining_ = false;
@@ -250,7 +250,7 @@ class NaiveCore final : public EngineCore {
 
   // Stores a finished op's outcome, and drops the draining thread's reference to it. Call
   // without the lock; returns with it held.
-  void record(std::unique_lock<std::mutex>& lk, Op* op, const Outcome& outcome) {
+  void record(std::unique_lock<std::mutex>& lk, Op* op, Outcome&& outcome) {
     // A wait_to_read on another thread reads the vars' failures under the lock, so they
     // change under it; only the draining thread writes them, so it may compare without it.
     if (op->write_failures_differ(outcome.failure)) {
@@ -267,8 +267,13 @@ class NaiveCore final : public EngineCore {
     // thread drains.
     const std::uint64_t seq = op->seq;
     OpPtr(op).reset();
+    // This thread's references to the exceptions go before the op counts as done, under the
+    // lock the waiters take: one released after a waiter returned would free the exception
+    // unordered with the waiter's use of it.
+    Outcome last = std::move(outcome);
     lk.lock();
-    if (outcome.report) record_failure(seq, outcome.report);
+    if (last.report) record_failure(seq, last.report);
+    last = Outcome{};
     ++done_;
     pending_.fetch_sub(1, std::memory_order_relaxed);
     if (callers_ != 0) waits_.notify_all();
@@ -336,7 +341,7 @@ class NaiveCore final : public EngineCore {
     }
     Outcome outcome = end(r.op, std::move(r.error), nullptr);
     std::unique_lock lk(mu_, std::defer_lock);
-    record(lk, r.op, outcome);
+    record(lk, r.op, std::move(outcome));
     drain(lk, pop_queued());
   }
 

@@ -1,6 +1,7 @@
 #include "op.h"
 
 #include <algorithm>
+#include <mutex>
 #include <new>
 #include <vector>
 
@@ -95,8 +96,18 @@ void check_not_in_observer(const char* what) {
 
 void var_add_ref(VarState* s) noexcept { s->refs.fetch_add(1, std::memory_order_relaxed); }
 
+// The last handle gone: the var is freed now if nothing of it is pending, else by the
+// release that leaves its queue idle (threaded_engine.cc, whose ops hold no reference).
+// Both decide under the queue's lock; no access can be pushed once no handle is left.
 void var_release(VarState* s) noexcept {
-  if (s->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete s;
+  if (s->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  bool idle;
+  {
+    std::lock_guard lk(s->queue.lock);
+    idle = s->queue.idle();
+    if (!idle) s->queue.orphaned = true;
+  }
+  if (idle) delete s;
 }
 
 std::uint64_t var_id(const VarState* s) noexcept { return s->id; }
@@ -225,8 +236,9 @@ void Op::set_accesses(VarList read_list, VarList write_list, std::uint64_t owner
     acc.shrink(0);  // no reference was taken yet
     throw;
   }
+  holds_var_refs = sink_ == nullptr || sink_->ops_reference_vars();
   for (Access& a : acc) {
-    var_add_ref(a.var);
+    if (holds_var_refs) var_add_ref(a.var);
     if (a.kind == AccessKind::commute) has_commute = true;
     if (a.kind == AccessKind::reduce) has_reduce = true;
   }
@@ -280,9 +292,10 @@ void Op::check_not_deleted() const {
 }
 
 void Op::release_vars() noexcept {
+  if (!holds_var_refs) return;
+  holds_var_refs = false;
   for (Access& a : acc) {
     if (a.var) var_release(a.var);
-    a.var = nullptr;
   }
 }
 

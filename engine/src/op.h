@@ -100,6 +100,10 @@ class AccessArray {
 class OpSink {
  public:
   virtual void finish_async(Op* op, std::exception_ptr error) = 0;
+  // Whether the engine's ops hold a reference on each var they access. The threaded
+  // engine's do not: a var whose last handle is dropped lives until its queue is idle
+  // (var_release), so a push and a finish do not both write the var's reference count.
+  virtual bool ops_reference_vars() const noexcept { return true; }
 
  protected:
   ~OpSink() = default;
@@ -123,14 +127,17 @@ class Op final : public CompletionTarget {
   void set_body(const BodyBuilder& body);
 
   // Fills `acc` from the lists: duplicates merged, a var in both lists read_write (commute
-  // with a read stays commute), a reference taken on each var. Throws Error for a null var
+  // with a read stays commute), a reference taken on each var if the engine's ops hold them
+  // (OpSink::ops_reference_vars). Throws Error for a null var
   // or one of another engine, commute() or reduce() in the reads list, reduce(v) beside
   // another access to v, and reduce() in an async or GPU op.
   void set_accesses(VarList read_list, VarList write_list, std::uint64_t owner);
   // Throws Error naming the first var that was deleted (call under the push lock).
   void check_not_deleted() const;
-  // Drops the references set_accesses took.
+  // Drops the references set_accesses took, if it took them.
   void release_vars() noexcept;
+  // The accesses hold a reference on their vars (released with the op).
+  bool holds_var_refs = false;
 
   std::string display_name() const;
 

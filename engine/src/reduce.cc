@@ -96,7 +96,10 @@ OpPtr make_combine_op(OpSink* sink, VarState* v, std::shared_ptr<ReduceGroup> gr
   op->set_body(body_builder<SyncFunction<decltype(fn)>>(std::move(fn)));
   op->acc.resize(1);
   op->acc[0] = Access{v, op.get(), nullptr, AccessKind::read_write};
-  var_add_ref(v);
+  if (sink->ops_reference_vars()) {
+    var_add_ref(v);
+    op->holds_var_refs = true;
+  }
   op->combines = raw;
   return op;
 }

@@ -212,7 +212,6 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
       op->acc.resize(e - b);
       for (std::uint32_t k = b; k < e; ++k) {
         const ReplayPlan::PlanAccess& pa = plan.accesses[k];
-        var_add_ref(pa.var);
         op->acc[k - b] = Access{pa.var, op.get(), nullptr, pa.kind};
       }
       op->wait.store(static_cast<int>(plan.waits[i]) + 1, std::memory_order_relaxed);
@@ -276,6 +275,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
   }
 
   std::string_view kind() const noexcept override { return "threaded"; }
+  bool ops_reference_vars() const noexcept override { return false; }
   std::size_t pending() const noexcept override { return inflight_of(state_.load()); }
 
   void set_observer(std::shared_ptr<Observer> observer) override {
@@ -702,9 +702,17 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
   // Releases an access of `kind` to `v` and collects the ops its grants make ready.
   static void release_access(VarState* v, AccessKind kind, ReadyList& ready) {
     Access* granted;
+    bool last;
     {
       std::lock_guard lk(v->queue.lock);
       granted = v->queue.release(kind);
+      last = v->queue.orphaned && v->queue.idle();
+    }
+    // Ops hold no reference on their vars: a var whose handles are all gone is freed by the
+    // release that leaves it idle (var_release, op.cc). Nothing was granted then.
+    if (last) {
+      delete v;
+      return;
     }
     // Each grant counts down its op's `wait`, a line the pushing thread wrote: asked for all
     // at once, a run of granted reads pays for one transfer instead of one each.
@@ -856,10 +864,12 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
 
   // Pushes the op that combines `v`'s open reduction into v. Call under the push lock.
   void combine_reduction(VarState* v) {
-    // The op takes its reference on v before the map's handle, which may be the last, goes.
-    OpPtr op = make_combine_op(this, v, std::move(v->open_reduction));
-    open_reductions_.erase(v);
-    enqueue(std::move(op), true, false);
+    // The map's handle may be the last one, and ops hold no reference on their vars: it goes
+    // only once the combining op's access is queued, which keeps v alive from then on.
+    auto entry = open_reductions_.find(v);
+    const Var keep = std::move(entry->second);
+    open_reductions_.erase(entry);
+    enqueue(make_combine_op(this, v, std::move(v->open_reduction)), true, false);
   }
 
   // wait_all's: every reduction still open is combined before the ops it waits for end.

@@ -73,12 +73,20 @@ struct VarQueue {
   // ops that found it held wait in `parked` (linked through Op::next_parked), off the
   // workers, and are dispatched again when it is let go.
   bool commute_held = false;
+  // Every handle to the var is gone (var_release, op.cc): the release that leaves the queue
+  // idle frees the var.
+  bool orphaned = false;
   int running_reads = 0;
   int group_running = 0;  // granted accesses of the current commute or reduce run
   Access* head = nullptr;  // first waiting (not yet granted) access
   Access* tail = nullptr;
   Op* parked = nullptr;
 
+  // No access granted, waiting or parked on the var.
+  bool idle() const noexcept {
+    return !write_active && running_reads == 0 && group_running == 0 && !head &&
+           !commute_held && !parked;
+  }
   // Grants `a` at once if nothing conflicts (true), else queues it (false).
   bool grant_or_enqueue(Access& a) noexcept;
   // Releases a finished access of `kind`; returns the accesses it grants, chained through

@@ -599,6 +599,28 @@ TEST_P(Contract, VarHandlesDroppedWhilePending) {
   EXPECT_EQ(ran.load(), 400);
 }
 
+// The threaded engine's ops hold no reference on their vars: a var whose last handle goes
+// while accesses to it are still queued, granted, parked on a commute exclusion or failed
+// must live until the last of them has finished, and then be freed (the sanitizer builds
+// report a use after free or a leak).
+TEST_P(Contract, VarWithoutHandlesLivesUntilItsAccessesFinish) {
+  Var gate = e_->new_var();
+  std::optional<Completion> held;
+  push_held_async(gate, held, nullptr);
+  std::atomic<int> ran{0};
+  for (int i = 0; i < 50; ++i) {
+    Var v = e_->new_var(), w = e_->new_var();
+    e_->push([&] { ran.fetch_add(1); }, {gate}, {v});  // queued behind the held gate
+    for (int k = 0; k < 3; ++k) e_->push([&] { ran.fetch_add(1); }, {v}, {});
+    for (int k = 0; k < 2; ++k) e_->push([&] { ran.fetch_add(1); }, {}, {commute(v)});
+    e_->push([] { throw std::runtime_error("failed op"); }, {gate}, {w});
+    e_->push([&] { ran.fetch_add(1); }, {w}, {v});  // skipped: reads a failed var
+  }  // every handle to v and w gone, all their accesses pending
+  (*held)();
+  EXPECT_THROW(e_->wait_all(), std::runtime_error);
+  EXPECT_EQ(ran.load(), 50 * 6);
+}
+
 // An op may push further ops; they run after it, in push order.
 TEST_P(Contract, NestedPushRunsAfterThePushingOp) {
   Var v = e_->new_var();

@@ -303,3 +303,5 @@ def test_integer_arguments_out_of_range_name_the_argument():
         np.random.seed(2**70)
     with pytest.raises(ValueError, match="priority"):
         de.engine().push(lambda: None, priority=2**40)
+    with pytest.raises(TypeError, match="name must be a str"):
+        de.engine().push(lambda: None, name=None)
