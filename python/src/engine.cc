@@ -73,6 +73,14 @@ struct Done {
   }
 };
 
+std::string name_of(nb::handle h, const char* fn) {
+  if (!PyUnicode_Check(h.ptr())) {
+    throw nb::type_error((std::string(fn) + ": name must be a str, not " +
+                          Py_TYPE(h.ptr())->tp_name).c_str());
+  }
+  return nb::cast<std::string>(h);
+}
+
 int priority_of(nb::handle h, const char* fn) {
   return static_cast<int>(int_arg(h, fn, "priority", INT_MIN, INT_MAX));
 }
@@ -91,7 +99,8 @@ PyRef callable(nb::handle fn, const char* what) {
 }
 
 void push(EngineRef& self, nb::handle fn, nb::handle reads, nb::handle writes,
-          std::string name, nb::handle priority_arg) {
+          nb::handle name_arg, nb::handle priority_arg) {
+  const std::string name = name_of(name_arg, "push");
   const int priority = priority_of(priority_arg, "push");
   check_not_exiting();
   PyRef f = callable(fn, "push");
@@ -104,7 +113,8 @@ void push(EngineRef& self, nb::handle fn, nb::handle reads, nb::handle writes,
 }
 
 void push_async(EngineRef& self, nb::handle fn, nb::handle reads, nb::handle writes,
-                std::string name, nb::handle priority_arg) {
+                nb::handle name_arg, nb::handle priority_arg) {
+  const std::string name = name_of(name_arg, "push_async");
   const int priority = priority_of(priority_arg, "push_async");
   check_not_exiting();
   PyRef f = callable(fn, "push_async");
@@ -289,8 +299,8 @@ void bind_engine(nb::module_& m) {
              register_engine(raw);
              new (self) EngineRef{raw};
            },
-           nb::arg("kind") = "threaded", nb::kw_only(), nb::arg("cpu_threads") = 0,
-           nb::arg("max_inflight") = 0, nb::arg("sim_gpus") = 0)
+           nb::arg("kind") = "threaded", nb::kw_only(), nb::arg("cpu_threads").none() = 0,
+           nb::arg("max_inflight").none() = 0, nb::arg("sim_gpus").none() = 0)
       .def_prop_ro("kind", [](const EngineRef& s) { return std::string(s.e->kind()); })
       .def_prop_ro("cpu_threads", [](const EngineRef& s) { return s.e->cpu_threads(); })
       .def_prop_ro("max_inflight", [](const EngineRef& s) { return s.e->max_inflight(); })
@@ -298,12 +308,12 @@ void bind_engine(nb::module_& m) {
       .def_prop_ro("pending", [](const EngineRef& s) { return s.e->pending(); })
       .def("new_var", [](EngineRef& s) { return s.e->new_var(); })
       .def("push", &push, nb::arg("fn"), nb::arg("reads") = nb::tuple(),
-           nb::arg("writes") = nb::tuple(), nb::kw_only(), nb::arg("name") = "python",
-           nb::arg("priority") = 0,
+           nb::arg("writes") = nb::tuple(), nb::kw_only(), nb::arg("name").none() = "python",
+           nb::arg("priority").none() = 0,
            "Pushes fn() to run on a worker once its reads and writes allow; returns at once.")
       .def("push_async", &push_async, nb::arg("fn"), nb::arg("reads") = nb::tuple(),
-           nb::arg("writes") = nb::tuple(), nb::kw_only(), nb::arg("name") = "python",
-           nb::arg("priority") = 0,
+           nb::arg("writes") = nb::tuple(), nb::kw_only(), nb::arg("name").none() = "python",
+           nb::arg("priority").none() = 0,
            "Pushes fn(done); the op ends when done() or done(exc) is called, from any thread.")
       .def("record", &record, nb::arg("fn"),
            "Runs fn() now and returns the ops it pushed to this engine as a Segment; a wait "

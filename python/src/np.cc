@@ -202,7 +202,7 @@ void bind_np(nb::module_& np, nb::module_& npx) {
     const long long s = int_arg(arg, "seed", "seed", 0, LLONG_MAX);
     frontend_call(creation_engine(), [&] { nd::seed(static_cast<std::uint64_t>(s)); return 0; });
   };
-  rnd.def("seed", seed, "seed"_a);
+  rnd.def("seed", seed, "seed"_a.none());
   np.attr("float32") = nb::module_::import_("numpy").attr("float32");
 
   // npx.
@@ -218,15 +218,15 @@ void bind_np(nb::module_& np, nb::module_& npx) {
   npx.def("cpu", [](nb::handle i) {
     int_arg(i, "cpu", "device_id", 0, 0);  // only cpu(0) exists
     return Device::cpu();
-  }, "device_id"_a = 0);
+  }, "device_id"_a.none() = 0);
   npx.def("gpu", [](nb::handle i) {
     return Device::gpu(static_cast<int>(int_arg(i, "gpu", "device_id", 0, INT_MAX)));
-  }, "device_id"_a = 0);
+  }, "device_id"_a.none() = 0);
   npx.def("num_gpus", [] {
     const int sim = current_engine().sim_gpus();
     return sim > 0 ? sim : Device::gpu_count();
   }, "GPUs the current engine can use: its simulated GPUs, else the CUDA devices.");
-  npx.def("seed", seed, "seed"_a);
+  npx.def("seed", seed, "seed"_a.none());
   npx.def("relu", &unary<nd::relu>, "data"_a);
   npx.def("sigmoid", &unary<nd::sigmoid>, "data"_a);
 }

@@ -305,3 +305,7 @@ def test_integer_arguments_out_of_range_name_the_argument():
         de.engine().push(lambda: None, priority=2**40)
     with pytest.raises(TypeError, match="name must be a str"):
         de.engine().push(lambda: None, name=None)
+    with pytest.raises(TypeError, match="cpu_threads must be an int"):
+        de.Engine("threaded", cpu_threads=None)
+    with pytest.raises(TypeError, match="device_id must be an int"):
+        npx.gpu(None)
