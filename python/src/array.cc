@@ -124,6 +124,13 @@ void wait(const NDArray& a) {
   a.wait_to_read();
 }
 
+// The single element, waited for with the GIL released (item(), float(), int(), bool(),
+// format(), `in`).
+float item_released(const NDArray& a) {
+  nb::gil_scoped_release unlocked;
+  return a.item();
+}
+
 // numpy-style normalized index of `i` into a dimension of `n`.
 long norm_index(long i, std::size_t n, std::size_t dim) {
   const long len = static_cast<long>(n);
@@ -231,12 +238,7 @@ void bind_array(nb::module_& np) {
       .def("__format__", [](nb::handle self, const std::string& spec) -> nb::object {
         const NDArray& a = nb::cast<const NDArray&>(self);
         if (a.ndim() == 0) {
-          float v;
-          {
-            nb::gil_scoped_release unlocked;
-            v = a.item();
-          }
-          nb::object value = nb::steal(PyFloat_FromDouble(static_cast<double>(v)));
+          nb::object value = nb::steal(PyFloat_FromDouble(static_cast<double>(item_released(a))));
           nb::object out = nb::steal(PyObject_Format(value.ptr(), nb::str(spec.c_str()).ptr()));
           if (!out.is_valid()) throw nb::python_error();
           return out;
@@ -249,23 +251,16 @@ void bind_array(nb::module_& np) {
           throw nb::value_error(("can only convert an array of size 1 to a Python scalar (shape " +
                                  shape_str(a.shape()) + ")").c_str());
         }
-        nb::gil_scoped_release unlocked;
-        return static_cast<double>(a.item());
+        return static_cast<double>(item_released(a));
       })
       .def("__float__", [](const NDArray& a) {
         if (a.size() != 1) throw nb::type_error("only size-1 arrays can be converted to Python scalars");
-        nb::gil_scoped_release unlocked;
-        return static_cast<double>(a.item());
+        return static_cast<double>(item_released(a));
       })
       .def("__int__", [](const NDArray& a) {
         if (a.size() != 1) throw nb::type_error("only size-1 arrays can be converted to Python scalars");
-        float v;
-        {
-          nb::gil_scoped_release unlocked;
-          v = a.item();
-        }
         // A NaN raises ValueError and an infinity OverflowError, as with NumPy.
-        PyObject* i = PyLong_FromDouble(static_cast<double>(v));
+        PyObject* i = PyLong_FromDouble(static_cast<double>(item_released(a)));
         if (!i) throw nb::python_error();
         return nb::steal(i);
       })
@@ -273,8 +268,7 @@ void bind_array(nb::module_& np) {
         if (a.size() != 1) {
           throw nb::value_error("The truth value of an array with more than one element is ambiguous.");
         }
-        nb::gil_scoped_release unlocked;
-        return a.item() != 0.0f;
+        return item_released(a) != 0.0f;
       })
       // As NumPy's: `x in a` is (a == x).any(), not a search through the rows.
       .def("__contains__", [](nb::handle self, nb::handle value) {
@@ -283,8 +277,7 @@ void bind_array(nb::module_& np) {
         const NDArray& e = nb::cast<const NDArray&>(eq);
         if (e.size() == 0) return false;
         const NDArray any = frontend_call(e.engine(), [&] { return nd::max(e); });
-        nb::gil_scoped_release unlocked;
-        return any.item() != 0.0f;
+        return item_released(any) != 0.0f;
       }, nb::arg("value").none())
       .def("__len__", [](const NDArray& a) {
         if (a.ndim() == 0) throw nb::type_error("len() of unsized object");
