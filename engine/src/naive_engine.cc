@@ -159,7 +159,7 @@ class NaiveCore final : public EngineCore {
     if (stage_ != Stage::running) {
       const bool admitted = stage_ == Stage::draining && (to_delete || owns(current_op()));
       if (!admitted) {
-        throw Error("push " + op->display_name() +
+        throw Error(op->call_name() +
                     (stage_ == Stage::stopped ? ": the engine has shut down"
                                               : ": the engine is shutting down"));
       }

@@ -153,8 +153,10 @@ OpPtr make_delete_op(OpSink* sink, const Var& v, std::function<void()> on_delete
   auto fn = [f = std::move(on_deleted)] {
     if (f) f();
   };
-  return make_op(sink, body_builder<SyncFunction<decltype(fn)>>(std::move(fn)), false,
-                 PushOptions{.name = "delete_var"}, {}, {v}, owner);
+  OpPtr op = make_op(sink, body_builder<SyncFunction<decltype(fn)>>(std::move(fn)), false,
+                     PushOptions{.name = "delete_var"}, {}, {v}, owner);
+  op->deletes = true;
+  return op;
 }
 
 void Op::set_body(const BodyBuilder& body) {
@@ -181,6 +183,13 @@ Op::~Op() {
 
 std::string Op::display_name() const {
   return opts.name.empty() ? "#" + std::to_string(seq) : "'" + opts.name + "'";
+}
+
+std::string Op::call_name() const {
+  if (waiter) return "wait_to_read";
+  if (deletes) return "delete_var";
+  const std::string call = async ? "push_async" : "push";
+  return opts.name.empty() ? call : call + " '" + opts.name + "'";
 }
 
 namespace {
@@ -285,8 +294,8 @@ void Op::merge_accesses(VarList read_list, VarList write_list, const char* what)
 void Op::check_not_deleted() const {
   for (const Access& a : const_cast<Op*>(this)->acc) {
     if (a.var->deleted) {
-      throw Error(std::string(async ? "push_async" : "push") + " " + display_name() +
-                  ": var #" + std::to_string(a.var->id) + " was deleted");
+      throw Error(call_name() + ": var #" + std::to_string(a.var->id) +
+                  (deletes ? " was already deleted" : " was deleted"));
     }
   }
 }

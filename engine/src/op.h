@@ -140,6 +140,9 @@ class Op final : public CompletionTarget {
   bool holds_var_refs = false;
 
   std::string display_name() const;
+  // The call being checked, for errors raised before the op is pushed (it has no number
+  // yet): "push", "push 'name'", "push_async", "wait_to_read" or "delete_var".
+  std::string call_name() const;
 
   // The failure with the earliest origin among the vars whose failure this op inherits
   // (reads and read-writes, not commute or reduce accesses), or none.
@@ -176,6 +179,8 @@ class Op final : public CompletionTarget {
   // Has commute accesses (commute.h), and holds their vars while it runs; has reduce ones.
   bool has_commute = false;
   bool has_reduce = false;
+  // The op behind delete_var.
+  bool deletes = false;
   bool commute_taken = false;
   // The next op parked on the same var's commute exclusion.
   Op* next_parked = nullptr;

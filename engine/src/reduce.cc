@@ -76,8 +76,7 @@ void check_reductions(const Op& op) {
   if (!op.has_reduce) return;
   for (const Access& a : const_cast<Op&>(op).acc) {
     if (a.kind == AccessKind::reduce && !a.var->reduction) {
-      throw Error(std::string(op.async ? "push_async " : "push ") + op.display_name() +
-                  ": reduce(var #" + std::to_string(a.var->id) +
+      throw Error(op.call_name() + ": reduce(var #" + std::to_string(a.var->id) +
                   ") has no reduction hooks; call Engine::set_reduction first");
     }
   }

@@ -585,11 +585,10 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     const Stage stage = stage_.load();
     if (stage == Stage::running) return;
     if (stage == Stage::stopped) {
-      throw Error(std::string(op.waiter ? "wait_to_read" : "push ") +
-                  (op.waiter ? "" : op.display_name()) + ": the engine has shut down");
+      throw Error(op.call_name() + ": the engine has shut down");
     }
     if (op.waiter == nullptr && !is_delete && !from_own_op) {
-      throw Error("push " + op.display_name() + ": the engine is shutting down");
+      throw Error(op.call_name() + ": the engine is shutting down");
     }
   }
 
@@ -612,7 +611,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
         return inflight_of(s) < bound || active_of(s) == 0 || stage_.load() != Stage::running;
       });
       if (stage_.load() != Stage::running) {
-        throw Error("push " + op.display_name() + ": the engine is shutting down");
+        throw Error(op.call_name() + ": the engine is shutting down");
       }
     }
   }

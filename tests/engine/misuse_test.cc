@@ -25,9 +25,39 @@ TEST_P(Misuse, PushOnDeletedVar) {
   expect_error([&] { e_->push([] {}, {v}, {}); }, "was deleted");
   expect_error([&] { e_->push([] {}, {}, {v}); }, "was deleted");
   expect_error([&] { e_->wait_to_read(v); }, "was deleted");
-  expect_error([&] { e_->delete_var(v); }, "was deleted");
+  expect_error([&] { e_->delete_var(v); }, "was already deleted");
   EXPECT_NO_THROW(e_->wait_all());
   EXPECT_EQ(e_->pending(), 0u);
+}
+
+// Errors raised while a push is checked name the call the user made. An unnamed op has no
+// number before it is pushed, so none is shown (every such error used to say "push #0",
+// whichever op it was).
+TEST_P(Misuse, CheckErrorsNameTheCall) {
+  Var v = e_->new_var(), r = e_->new_var();
+  for (int i = 0; i < 3; ++i) e_->push([] {}, {}, {v});
+  e_->delete_var(v);
+  const std::string id = std::to_string(v.id());
+  auto message = [](auto&& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no exception");
+  };
+  EXPECT_EQ(message([&] { e_->push([] {}, {v}, {}); }), "push: var #" + id + " was deleted");
+  EXPECT_EQ(message([&] { e_->push([] {}, {}, {v}, {.name = "gemm"}); }),
+            "push 'gemm': var #" + id + " was deleted");
+  EXPECT_EQ(message([&] { e_->push_async([](Completion done) { done(); }, {v}, {}); }),
+            "push_async: var #" + id + " was deleted");
+  EXPECT_EQ(message([&] { e_->wait_to_read(v); }), "wait_to_read: var #" + id + " was deleted");
+  EXPECT_EQ(message([&] { e_->delete_var(v); }),
+            "delete_var: var #" + id + " was already deleted");
+  EXPECT_EQ(message([&] { e_->push([] {}, {}, {reduce(r)}); }),
+            "push: reduce(var #" + std::to_string(r.id()) +
+                ") has no reduction hooks; call Engine::set_reduction first");
+  EXPECT_NO_THROW(e_->wait_all());
 }
 
 TEST_P(Misuse, EmptyFunction) {
