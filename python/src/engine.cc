@@ -307,12 +307,12 @@ void bind_engine(nb::module_& m) {
       .def_prop_ro("sim_gpus", [](const EngineRef& s) { return s.e->sim_gpus(); })
       .def_prop_ro("pending", [](const EngineRef& s) { return s.e->pending(); })
       .def("new_var", [](EngineRef& s) { return s.e->new_var(); })
-      .def("push", &push, nb::arg("fn"), nb::arg("reads") = nb::tuple(),
-           nb::arg("writes") = nb::tuple(), nb::kw_only(), nb::arg("name").none() = "python",
+      .def("push", &push, nb::arg("fn"), nb::arg("reads").none() = nb::tuple(),
+           nb::arg("writes").none() = nb::tuple(), nb::kw_only(), nb::arg("name").none() = "python",
            nb::arg("priority").none() = 0,
            "Pushes fn() to run on a worker once its reads and writes allow; returns at once.")
-      .def("push_async", &push_async, nb::arg("fn"), nb::arg("reads") = nb::tuple(),
-           nb::arg("writes") = nb::tuple(), nb::kw_only(), nb::arg("name").none() = "python",
+      .def("push_async", &push_async, nb::arg("fn"), nb::arg("reads").none() = nb::tuple(),
+           nb::arg("writes").none() = nb::tuple(), nb::kw_only(), nb::arg("name").none() = "python",
            nb::arg("priority").none() = 0,
            "Pushes fn(done); the op ends when done() or done(exc) is called, from any thread.")
       .def("record", &record, nb::arg("fn"),

@@ -101,6 +101,16 @@ def test_push_rejects_bad_arguments(engine):
         de.Engine("bogus")
 
 
+def test_push_takes_none_for_no_vars(engine):
+    # None means no vars, as the empty default does (it was refused with nanobind's
+    # "incompatible function arguments").
+    ran = []
+    engine.push(lambda: ran.append(1), reads=None, writes=None)
+    engine.push_async(lambda done: (ran.append(2), done()), None, None)
+    engine.wait_all()
+    assert sorted(ran) == [1, 2]
+
+
 def test_arrays_dropped_while_their_ops_are_pending():
     e = de.Engine("threaded", cpu_threads=2)
     gate = threading.Event()
