@@ -149,6 +149,12 @@ class EngineHandle final : public Engine {
   explicit EngineHandle(std::unique_ptr<EngineCore> core) : core_(std::move(core)) {}
 
   ~EngineHandle() override {
+    if (made_before_fork(core_->id())) {
+      // In a child of fork(): the workers to stop and the ops to wait for are the parent's.
+      // The engine's memory is the child's copy and goes with the process.
+      (void)core_.release();
+      return;
+    }
     if (core_->owns(current_op())) {
       // Destroyed by one of its own ops (delete, or std::exit inside an op of Engine::get()):
       // waiting for that op here would wait for ourselves. The core keeps running; a thread
@@ -168,21 +174,31 @@ class EngineHandle final : public Engine {
     core_->shutdown();
   }
 
-  Var new_var() override { return core_->new_var(); }
+  Var new_var() override {
+    check_process("new_var");
+    return core_->new_var();
+  }
   void wait_to_read(const Var& v) override {
+    check_process("wait_to_read");
     core_->check_not_recording("wait_to_read");
     core_->wait_to_read(v);
   }
   void wait_all() override {
+    check_process("wait_all");
     core_->check_not_recording("wait_all");
     core_->wait_all();
   }
   void delete_var(const Var& v, std::function<void()> on_deleted) override {
+    check_process("delete_var");
     core_->check_not_recording("delete_var");
     core_->delete_var(v, std::move(on_deleted));
   }
-  void replay(const Segment& segment) override { core_->replay(segment); }
+  void replay(const Segment& segment) override {
+    check_process("replay");
+    core_->replay(segment);
+  }
   void set_reduction(const Var& v, Reduction reduction) override {
+    check_process("set_reduction");
     check_not_in_observer("set_reduction");
     core_->set_reduction(v, std::move(reduction));
   }
@@ -193,19 +209,34 @@ class EngineHandle final : public Engine {
   std::size_t pending() const noexcept override { return core_->pending(); }
   std::size_t peak_pending() const noexcept override { return core_->peak_pending(); }
   void set_observer(std::shared_ptr<Observer> observer) override {
+    check_process("set_observer");
     core_->set_observer(std::move(observer));
   }
 
  protected:
   void push_op(const BodyBuilder& body, bool async, VarList reads, VarList writes,
                PushOptions options) override {
+    check_process(async ? "push_async" : "push");
     core_->push(body, async, reads, writes, std::move(options));
   }
   Segment record_region(void (*call)(void*), void* fn) override {
+    check_process("record");
     return core_->record(call, fn);
   }
 
  private:
+  // Refuses every call in a child of fork() made after the engine (op.h, watch_forks):
+  // the child has none of its workers, so its ops would never run and its waits never end.
+  void check_process(const char* call) const {
+    if (made_before_fork(core_->id())) {
+      throw Error(std::string(call) +
+                  ": this engine was made before fork(), and this child process has none of "
+                  "its threads; make a naive engine in the child, or start child processes "
+                  "without fork (posix_spawn; Python multiprocessing's 'spawn' or "
+                  "'forkserver')");
+    }
+  }
+
   std::unique_ptr<EngineCore> core_;
 };
 
@@ -214,8 +245,16 @@ class EngineHandle final : public Engine {
 std::unique_ptr<Engine> Engine::create(std::string_view kind, EngineOptions options) {
   detail::ResolvedOptions r = detail::resolve_options(options);
   watch_exit_status();
+  detail::watch_forks();
   std::unique_ptr<detail::EngineCore> core;
   if (kind == "threaded") {
+    if (detail::engines_before_fork()) {
+      throw Error(
+          "Engine::create(\"threaded\"): this process is a child of fork() made after an "
+          "engine; oneTBB's worker threads, which threaded engines run on, do not survive "
+          "fork. Make a naive engine here, or start child processes without fork "
+          "(posix_spawn; Python multiprocessing's 'spawn' or 'forkserver')");
+    }
     core = detail::make_threaded_core(r);
   } else if (kind == "naive") {
     core = detail::make_naive_core(r);

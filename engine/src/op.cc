@@ -1,8 +1,11 @@
 #include "op.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <mutex>
 #include <new>
+#include <system_error>
 #include <vector>
 
 #include <oneapi/tbb/scalable_allocator.h>
@@ -32,6 +35,15 @@ void Op::operator delete(void* p) noexcept { scalable_delete(p); }
 namespace {
 std::atomic<std::uint64_t> g_next_var_id{1};
 std::atomic<std::uint64_t> g_next_engine_id{1};
+// Engines with an id below this were made before the latest fork() into this process (0:
+// no fork, or none before it). Written only by the child's fork handler, on the one thread
+// the child has.
+std::atomic<std::uint64_t> g_forked_below{0};
+
+void note_fork_in_child() noexcept {
+  g_forked_below.store(g_next_engine_id.load(std::memory_order_relaxed),
+                       std::memory_order_relaxed);
+}
 
 bool& in_observer() noexcept {
   thread_local bool in = false;
@@ -74,6 +86,21 @@ std::uint64_t next_engine_id() noexcept {
   return g_next_engine_id.fetch_add(1, std::memory_order_relaxed);
 }
 
+void watch_forks() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    if (int err = ::pthread_atfork(nullptr, nullptr, note_fork_in_child)) {
+      throw std::system_error(err, std::generic_category(), "pthread_atfork");
+    }
+  });
+}
+
+bool made_before_fork(std::uint64_t engine_id) noexcept {
+  return engine_id < g_forked_below.load(std::memory_order_relaxed);
+}
+
+bool engines_before_fork() noexcept { return made_before_fork(1); }
+
 ObserverScope::ObserverScope() noexcept { in_observer() = true; }
 ObserverScope::~ObserverScope() { in_observer() = false; }
 
@@ -101,6 +128,9 @@ void var_add_ref(VarState* s) noexcept { s->refs.fetch_add(1, std::memory_order_
 // Both decide under the queue's lock; no access can be pushed once no handle is left.
 void var_release(VarState* s) noexcept {
   if (s->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  // In a forked child the queue's lock may be held by a thread that does not exist here;
+  // the state stays with the engine, which is left as it is.
+  if (made_before_fork(s->owner)) return;
   bool idle;
   {
     std::lock_guard lk(s->queue.lock);
@@ -122,7 +152,9 @@ void check_var(const Var& v, std::uint64_t owner, const char* what) {
   if (!v) throw Error(std::string(what) + ": null Var");
   if (v.state()->owner != owner) {
     throw Error(std::string(what) + ": var #" + std::to_string(v.id()) +
-                " belongs to another engine");
+                (made_before_fork(v.state()->owner)
+                     ? " belongs to an engine made before fork(), in the parent process"
+                     : " belongs to another engine"));
   }
 }
 

@@ -291,6 +291,19 @@ std::exception_ptr observer_failure(const char* event, const std::string& op_nam
 // A number unique among the engines of the process (never reused).
 std::uint64_t next_engine_id() noexcept;
 
+// fork(): the child process has only the thread that called fork, so an engine made before
+// it has no workers there, and its locks may be held by threads that do not exist in the
+// child. Such an engine refuses every call in the child (EngineHandle, engine.cc), drops
+// no var state (var_release) and is left, not shut down, at exit: its pending ops are the
+// parent's. watch_forks() installs the handler that notes each fork in the child (once).
+void watch_forks();
+// True when engine `id` was made before a fork() into this (child) process.
+bool made_before_fork(std::uint64_t engine_id) noexcept;
+// True in a child of fork() whose parent had made an engine. Threaded engines share
+// oneTBB's worker threads, which do not survive fork: none can run in such a child (a new
+// one's tasks would wait for workers that are not there).
+bool engines_before_fork() noexcept;
+
 VarState* new_var_state(std::uint64_t owner);
 // Throws Error when `v` is null or belongs to another engine.
 void check_var(const Var& v, std::uint64_t owner, const char* what);

@@ -1,5 +1,7 @@
 """depengine.Engine from Python: Python ops, push_async, threads, graphs."""
 import json
+import os
+import signal
 import subprocess
 import sys
 import threading
@@ -242,6 +244,45 @@ def test_exit_is_not_held_by_a_daemon_thread_that_keeps_pushing_arrays():
         "print('main end', flush=True)\n")
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "main end"
+
+
+def run_python_process_group(code, timeout=60):
+    # As run_python, but on a timeout kills the processes the program forked too: a child
+    # left running keeps the output pipes open, and the test would wait for it forever.
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        out, err = p.communicate()
+        pytest.fail(f"still running after {timeout} s; output: {out!r} {err!r}")
+    return subprocess.CompletedProcess(p.args, p.returncode, out, err)
+
+
+def test_fork_child_gets_an_error_not_a_hang():
+    # A child of os.fork() has none of the engine's threads: its waits never ended, and it
+    # hung at exit in the engine's shutdown, with its parent waiting for it. The parent's
+    # engine now refuses in the child with an error naming fork(), and the child exits.
+    r = run_python_process_group(
+        "import os, sys\n"
+        "import depengine as de\n"
+        "from depengine import np, npx\n"
+        "x = np.ones((300, 300))\n"
+        "for _ in range(20): x = np.tanh(np.dot(x, x) * 0.001)\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    try:\n"
+        "        y = np.ones((10,)) * 3\n"
+        "        npx.waitall()\n"
+        "        print('child: no error', flush=True)\n"
+        "    except Exception as e:\n"
+        "        print('child: fork() named' if 'fork()' in str(e) else 'child: ' + str(e), flush=True)\n"
+        "    sys.exit(0)\n"
+        "_, status = os.waitpid(pid, 0)\n"
+        "print('parent:', float(x.sum()) >= 0, os.waitstatus_to_exitcode(status), flush=True)\n")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split("\n")[:2] == ["child: fork() named", "parent: True 0"], r.stdout
 
 
 def test_push_under_back_pressure_releases_the_gil():
