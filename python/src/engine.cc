@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdio>
 #include <memory>
 #include <mutex>
 
@@ -203,9 +204,15 @@ void wait_registered_engines() {
   }
   nb::gil_scoped_release unlocked;
   for (Engine* e : all) {
+    // A failure no wait reported is said on stderr rather than lost (as Python does for an
+    // exception that ends a thread, or asyncio for one never retrieved); the exit goes on.
     try {
       e->wait_all();
-    } catch (...) {  // a failure nobody waited for: the program is ending anyway
+    } catch (const std::exception& err) {
+      std::fprintf(stderr, "depengine: an operation failed and no wait reported it: %s\n",
+                   err.what());
+    } catch (...) {
+      std::fprintf(stderr, "depengine: an operation failed and no wait reported it\n");
     }
   }
 }

@@ -214,6 +214,18 @@ def test_interpreter_exit_with_pending_work_does_not_hang_or_crash():
     assert r.stdout.strip() == "leaving"
 
 
+def test_failure_nobody_waited_for_is_reported_at_exit():
+    # It was dropped without a word by the exit hook's wait.
+    r = run_python(
+        "import depengine as de\n"
+        "e = de.Engine('threaded', cpu_threads=2)\n"
+        "v = e.new_var()\n"
+        "e.push(lambda: 1 / 0, writes=[v])\n")
+    assert r.returncode == 0, r.stderr
+    assert "depengine: an operation failed and no wait reported it" in r.stderr, r.stderr
+    assert "ZeroDivisionError" in r.stderr, r.stderr
+
+
 def test_python_op_pushed_by_a_daemon_thread_during_exit_is_safe():
     r = run_python(
         "import depengine as de, threading\n"
