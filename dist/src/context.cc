@@ -27,7 +27,34 @@ const char* kind_name(std::uint64_t k) {
                         : "gather_stats";
 }
 
+// The name of the dist op running on this thread, null outside one.
+thread_local const std::string* t_running_op = nullptr;
+
+// Sets t_running_op while an op's function runs (restored when it throws).
+class RunningOp {
+ public:
+  explicit RunningOp(const std::string* name) noexcept : saved_(t_running_op) {
+    t_running_op = name;
+  }
+  ~RunningOp() { t_running_op = saved_; }
+  RunningOp(const RunningOp&) = delete;
+  RunningOp& operator=(const RunningOp&) = delete;
+
+ private:
+  const std::string* saved_;
+};
+
 }  // namespace
+
+// An op runs on one rank only, on an engine worker: a push, new_var or collective made from
+// it would be seen by that rank alone (the ranks diverge, or wait for each other forever)
+// and would race with the program's thread, which drives the context.
+void refuse_inside_op(const char* what) {
+  if (t_running_op)
+    throw Error(std::string("dist::") + what + ": called from inside op '" + *t_running_op +
+                "'; an op may only use its Args (the program's thread makes every " +
+                "Context call, the same ones on every rank)");
+}
 
 void ContextState::record_failure(std::uint64_t op_seq, const std::string& msg) {
   std::lock_guard lk(fail_mu);
@@ -211,6 +238,7 @@ int Context::rank() const noexcept { return s_->rank; }
 int Context::size() const noexcept { return s_->size; }
 
 Var Context::new_var(std::size_t bytes, int owner) {
+  detail::refuse_inside_op("new_var");
   ContextState& s = *s_;
   if (s.broken) throw Error("dist::new_var: the context is unusable (ranks diverged)");
   if (owner < 0 || owner >= s.size)
@@ -231,7 +259,10 @@ Var Context::new_var(std::size_t bytes, int owner) {
   return Var(s.uid, s.vars.size() - 1);
 }
 
-int Context::owner(const Var& v) const { return s_->rec(v, "owner").owner; }
+int Context::owner(const Var& v) const {
+  detail::refuse_inside_op("owner");
+  return s_->rec(v, "owner").owner;
+}
 
 void Context::push(std::function<void(Args)> fn, VarList reads, VarList writes,
                    PushOptions options) {
@@ -240,6 +271,7 @@ void Context::push(std::function<void(Args)> fn, VarList reads, VarList writes,
 
 void Context::push(std::function<void(Args)> fn, const std::vector<Var>& reads,
                    const std::vector<Var>& writes, PushOptions options) {
+  detail::refuse_inside_op("push");
   ContextState& s = *s_;
   if (s.broken) throw Error("dist::push: the context is unusable (ranks diverged)");
   if (!fn) throw Error("dist::push: the function is empty");
@@ -295,6 +327,7 @@ void Context::push(std::function<void(Args)> fn, const std::vector<Var>& reads,
             }
           if (!poison) {
             try {
+              detail::RunningOp running(&name);
               fn(Args(rslots, wslots, sp->rank));
             } catch (const std::exception& e) {
               poison = std::make_shared<const std::string>(
@@ -324,6 +357,7 @@ void Context::push(std::function<void(Args)> fn, const std::vector<Var>& reads,
 }
 
 void Context::wait_all() {
+  detail::refuse_inside_op("wait_all");
   ContextState& s = *s_;
   if (s.broken) throw Error("dist::wait_all: the context is unusable (ranks diverged)");
   detail::check_collective(s, detail::k_wait_all, 0);
@@ -366,6 +400,7 @@ void Context::wait_all() {
 }
 
 std::vector<std::byte> Context::get(const Var& v) {
+  detail::refuse_inside_op("get");
   ContextState& s = *s_;
   if (s.broken) throw Error("dist::get: the context is unusable (ranks diverged)");
   detail::VarRec& r = s.rec(v, "get");
@@ -384,6 +419,7 @@ std::vector<std::byte> Context::get(const Var& v) {
 }
 
 void Context::set_observer(std::shared_ptr<Observer> observer) {
+  detail::refuse_inside_op("set_observer");
   s_->observer_since_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                              std::chrono::steady_clock::now().time_since_epoch())
                              .count();
@@ -396,6 +432,7 @@ CommStats Context::stats() const {
 }
 
 std::vector<CommStats> Context::gather_stats() {
+  detail::refuse_inside_op("gather_stats");
   ContextState& s = *s_;
   if (s.broken) throw Error("dist::gather_stats: the context is unusable (ranks diverged)");
   detail::check_collective(s, detail::k_stats, 0);

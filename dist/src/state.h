@@ -85,6 +85,8 @@ struct ContextState {
   Comm::Clock::time_point send_time() const;
 };
 
+// Throws Error when called from inside a dist op (`what`: the Context member called).
+void refuse_inside_op(const char* what);
 // Opens every collective: all ranks must be there after the same pushes (Error otherwise).
 void check_collective(ContextState& s, std::uint64_t kind, std::uint64_t var);
 // Sends `text` from `root` to every rank; returns it.

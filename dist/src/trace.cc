@@ -14,6 +14,7 @@ namespace depengine::dist {
 using detail::ContextState;
 
 void Context::write_trace(const std::string& path, const Profiler& profiler) {
+  detail::refuse_inside_op("write_trace");
   ContextState& s = *s_;
   if (s.broken) throw Error("dist::write_trace: the context is unusable (ranks diverged)");
   detail::check_collective(s, detail::k_trace, 0);

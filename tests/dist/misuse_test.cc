@@ -5,6 +5,9 @@
 #include <cstring>
 #include <stdexcept>
 #include <atomic>
+#include <climits>
+#include <functional>
+#include <vector>
 #include <memory>
 #include <string>
 #include <thread>
@@ -59,6 +62,48 @@ TEST(DistMisuse, ArgsIndexOutOfRangeFailsTheOp) {
               std::string::npos)
         << e.what();
   }
+}
+
+// An op runs on one rank's engine worker: a push, new_var or collective made from it would
+// be seen by that rank only (the ranks diverge) and would race with the program's thread.
+TEST(DistMisuse, ContextCallsFromInsideAnOpAreAnError) {
+  dd::Context ctx;
+  dd::Var v = ctx.new_var(8, 0);
+  dd::Var w = ctx.new_var(8, ctx.size() - 1);
+  auto refused = std::make_shared<std::vector<std::string>>();
+  auto attempt = [refused](const std::function<void()>& call) {
+    try {
+      call();
+      refused->push_back("accepted");
+    } catch (const depengine::Error& e) {
+      refused->push_back(e.what());
+    }
+  };
+  dd::Context* c = &ctx;
+  ctx.push(
+      [c, v, w, attempt](dd::Args) {
+        attempt([&] { c->push(noop, {}, {w}); });
+        attempt([&] { c->new_var(8, 0); });
+        attempt([&] { c->wait_all(); });
+        attempt([&] { c->get(w); });
+        attempt([&] { c->gather_stats(); });
+        attempt([&] { c->owner(w); });
+        attempt([&] { c->set_observer(nullptr); });
+      },
+      {}, {v}, {.name = "nested"});
+  ctx.wait_all();
+  if (ctx.rank() == 0) {
+    ASSERT_EQ(refused->size(), 7u);
+    for (const std::string& what : *refused)
+      EXPECT_NE(what.find("called from inside op 'nested'"), std::string::npos) << what;
+  } else {
+    EXPECT_TRUE(refused->empty());
+  }
+  // The context is still usable, and every rank still agrees.
+  ctx.push([](dd::Args a) { a.write<double>(0)[0] = 2; }, {}, {w});
+  double x = 0;
+  std::memcpy(&x, ctx.get(w).data(), sizeof x);
+  EXPECT_EQ(x, 2);
 }
 
 TEST(DistFailure, CrossesRanksWithItsText) {

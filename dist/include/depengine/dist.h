@@ -15,7 +15,8 @@
 //
 // Threads: one thread of the program drives a Context (push, new_var, wait_all and get are
 // called in the same order on every rank, as the model requires); ops run on the rank's
-// engine workers, MPI runs on the context's communication thread.
+// engine workers, MPI runs on the context's communication thread. An op runs on one rank
+// only, so from inside an op every Context member but rank, size and stats throws Error.
 #pragma once
 
 #include <cstddef>
