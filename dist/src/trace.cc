@@ -1,8 +1,11 @@
 // trace.cc — one Chrome trace of every rank: each rank's Profiler ops as one process, and a
 // flow arrow from each send to the receive that got its message.
+#include <charconv>
 #include <chrono>
 #include <fstream>
 #include <map>
+#include <string>
+#include <system_error>
 #include <nlohmann/json.hpp>
 #include <tuple>
 
@@ -10,6 +13,19 @@
 #include "state.h"
 
 namespace depengine::dist {
+namespace {
+
+// The rank after `name[at]` in a transfer's name ("send v3@2>1": 1), or -1: op names are the
+// user's, and one may only look like a transfer ("send a>b").
+int peer_rank(const std::string& name, std::size_t at) {
+  const char* first = name.data() + at + 1;
+  const char* last = name.data() + name.size();
+  int rank = -1;
+  const auto [end, ec] = std::from_chars(first, last, rank);
+  return ec == std::errc() && end == last ? rank : -1;
+}
+
+}  // namespace
 
 using detail::ContextState;
 
@@ -29,7 +45,12 @@ void Context::write_trace(const std::string& path, const Profiler& profiler) {
   }
   std::vector<nlohmann::json> all;
   for (int r = 0; r < s.size; ++r) {
-    std::string text = detail::bcast_text(s, r == s.rank ? mine.dump() : std::string(), r);
+    // Op names need not be UTF-8: replaced, not thrown on (a throw on one rank would leave
+    // the others waiting for its text).
+    std::string text = detail::bcast_text(
+        s, r == s.rank ? mine.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+                       : std::string(),
+        r);
     if (s.rank == 0) all.push_back(nlohmann::json::parse(text));
   }
   if (s.rank != 0) return;
@@ -51,10 +72,10 @@ void Context::write_trace(const std::string& path, const Profiler& profiler) {
                         {"dur", end - ts}, {"args", {{"failed", op[4].get<bool>()}}}});
       // "send v3@2>1" on rank r, "recv v3@2<0" on rank r.
       const auto gt = name.rfind('>'), lt = name.rfind('<');
-      if (name.rfind("send ", 0) == 0 && gt != std::string::npos)
-        sends[{name.substr(5, gt - 5), r, std::stoi(name.substr(gt + 1))}] = {r, worker, end};
-      if (name.rfind("recv ", 0) == 0 && lt != std::string::npos)
-        recvs[{name.substr(5, lt - 5), std::stoi(name.substr(lt + 1)), r}] = {r, worker, end};
+      if (name.rfind("send ", 0) == 0 && gt != std::string::npos && peer_rank(name, gt) >= 0)
+        sends[{name.substr(5, gt - 5), r, peer_rank(name, gt)}] = {r, worker, end};
+      if (name.rfind("recv ", 0) == 0 && lt != std::string::npos && peer_rank(name, lt) >= 0)
+        recvs[{name.substr(5, lt - 5), peer_rank(name, lt), r}] = {r, worker, end};
     }
   }
   std::uint64_t flow = 0;

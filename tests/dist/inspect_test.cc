@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "depengine/dist.h"
 #include "depengine/graph.h"
@@ -66,6 +67,34 @@ TEST(DistInspect, RecorderAndTraceSeeTransfers) {
     EXPECT_EQ(flows, n > 1 ? 1 : 0);
     EXPECT_TRUE(pids.count(0));
     EXPECT_TRUE(pids.count(n - 1));
+    std::remove(path.c_str());
+  }
+}
+
+// Op names are the user's: ones that look like transfers, or are not UTF-8, still give a
+// trace (on one rank only, a throw there would leave the others waiting in write_trace).
+TEST(DistInspect, TraceTakesAnyOpName) {
+  dd::Context ctx;
+  const int n = ctx.size();
+  auto prof = std::make_shared<depengine::Profiler>();
+  ctx.set_observer(prof);
+  dd::Var a = ctx.new_var(8, n - 1);
+  const std::vector<std::string> names = {"send a>b", "recv x<y", "send v0@1>99999999999",
+                                          "bad \xff name"};
+  for (const std::string& name : names) ctx.push([](dd::Args) {}, {}, {a}, {.name = name});
+  ctx.wait_all();
+  const std::string path = ::testing::TempDir() + "dist_trace_names_" + std::to_string(n) + ".json";
+  ASSERT_NO_THROW(ctx.write_trace(path, *prof));
+  if (ctx.rank() == 0) {
+    std::ifstream in(path);
+    const nlohmann::json t = nlohmann::json::parse(in);
+    int ops = 0, flows = 0;
+    for (const auto& e : t["traceEvents"]) {
+      if (e["ph"] == "X" && e["pid"] == n - 1) ++ops;
+      if (e["ph"] == "s") ++flows;
+    }
+    EXPECT_EQ(ops, 4);
+    EXPECT_EQ(flows, 0);
     std::remove(path.c_str());
   }
 }
