@@ -173,7 +173,11 @@ Context::Context(int* argc, char*** argv, ContextOptions options)
     : s_(std::make_unique<ContextState>()) {
   ContextState& s = *s_;
   s.uid = detail::next_uid.fetch_add(1);
-  // Bad settings are reported before MPI starts.
+  // Bad settings are reported before MPI starts. The bound is the environment variable's:
+  // a delay beyond it would overflow the steady clock's time points.
+  if (options.latency_us < -1 || options.latency_us > 10'000'000)
+    throw Error("dist::Context: latency_us " + std::to_string(options.latency_us) +
+                " is outside 0..10000000 (or -1: DEPENGINE_DIST_LATENCY_US, else 0)");
   s.latency_us = options.latency_us >= 0
                      ? options.latency_us
                      : env_long("DEPENGINE_DIST_LATENCY_US", 0, 10'000'000, 0);

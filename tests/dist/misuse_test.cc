@@ -30,6 +30,20 @@ TEST(DistMisuse, OwnerOutsideRanks) {
   ctx.wait_all();
 }
 
+TEST(DistMisuse, LatencyOutsideItsRange) {
+  // -1 means "from the environment"; other negatives and delays that overflow the clock
+  // are mistakes, not requests.
+  for (long bad : {-2L, 10'000'001L, LONG_MAX}) {
+    try {
+      dd::Context ctx({.latency_us = bad});
+      ADD_FAILURE() << "latency_us " << bad << " was accepted";
+    } catch (const depengine::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("latency_us " + std::to_string(bad)), std::string::npos)
+          << e.what();
+    }
+  }
+}
+
 TEST(DistMisuse, NullAndForeignVarsAndEmptyFunction) {
   dd::Context a;
   dd::Context b;

@@ -111,7 +111,7 @@ struct ContextOptions {
   std::string engine = "threaded";
   int cpu_threads = 0;  // 0: DEPENGINE_CPU_THREADS, else the number of cores
   // Injected delay before each message is handed to MPI, in microseconds (a stand-in for a
-  // slower network). -1: DEPENGINE_DIST_LATENCY_US, else 0.
+  // slower network), at most 10 s. -1: DEPENGINE_DIST_LATENCY_US, else 0.
   long latency_us = -1;
 };
 
@@ -129,7 +129,8 @@ class Context {
   // Initialises MPI (MPI_Init_thread, MPI_THREAD_SERIALIZED: every MPI call after it comes
   // from the communication thread, one at a time) or adopts an MPI the program initialised
   // with at least MPI_THREAD_SERIALIZED (then the program finalises it). Collective.
-  // Throws Error when MPI cannot be initialised at a level that suffices.
+  // Throws Error when MPI cannot be initialised at a level that suffices, or for options
+  // outside their ranges.
   Context(int* argc, char*** argv, ContextOptions options = {});
   explicit Context(ContextOptions options = {}) : Context(nullptr, nullptr, std::move(options)) {}
   Context(const Context&) = delete;
