@@ -14,6 +14,17 @@ namespace {
 
 std::atomic<std::uint64_t> next_uid{1};
 
+// MPI starts once per process and cannot start again after MPI_Finalize. The contexts of a
+// process share it: the one that initialised it must not finalise it while another context
+// still uses it, so the last context to go does. Guarded by mpi_mutex().
+int live_contexts = 0;
+bool mpi_ours = false;  // a context initialised MPI (else the program did, and finalises it)
+
+// A context goes (or failed to start after counting itself); under mpi_mutex().
+void release_mpi() {
+  if (--live_contexts == 0 && mpi_ours) MPI_Finalize();
+}
+
 // What a rank brings to the check that opens every collective.
 struct Check {
   std::uint64_t kind, seq, hash, var;
@@ -182,6 +193,13 @@ Context::Context(int* argc, char*** argv, ContextOptions options)
                      ? options.latency_us
                      : env_long("DEPENGINE_DIST_LATENCY_US", 0, 10'000'000, 0);
   std::unique_lock mpi(detail::mpi_mutex());  // another context's comm thread may be running
+  // Any MPI call but these few after MPI_Finalize aborts the job.
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized)
+    throw Error("dist::Context: MPI is already finalized (by the program, or by the last "
+                "Context when a Context initialised it), and it cannot start twice in one "
+                "process: keep a Context, or the program's own MPI_Init, for the program's life");
   int initialized = 0;
   MPI_Initialized(&initialized);
   int provided = 0;
@@ -190,13 +208,14 @@ Context::Context(int* argc, char*** argv, ContextOptions options)
   } else {
     if (MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS)
       throw Error("dist::Context: MPI_Init_thread failed");
-    s.own_mpi = true;
+    detail::mpi_ours = true;
   }
   if (provided < MPI_THREAD_SERIALIZED) {
-    if (s.own_mpi) MPI_Finalize();
+    if (detail::live_contexts == 0 && detail::mpi_ours) MPI_Finalize();
     throw Error("dist::Context: MPI gives thread level " + std::to_string(provided) +
                 "; the communication thread needs MPI_THREAD_SERIALIZED or more");
   }
+  ++detail::live_contexts;
   MPI_Comm_dup(MPI_COMM_WORLD, &s.comm);
   MPI_Comm_set_errhandler(s.comm, MPI_ERRORS_RETURN);
   MPI_Comm_rank(s.comm, &s.rank);
@@ -213,7 +232,7 @@ Context::Context(int* argc, char*** argv, ContextOptions options)
   } catch (...) {
     std::lock_guard again(detail::mpi_mutex());
     MPI_Comm_free(&s.comm);
-    if (s.own_mpi) MPI_Finalize();
+    detail::release_mpi();
     throw;
   }
   s.comm_thread = std::make_unique<detail::Comm>(s.comm);
@@ -235,7 +254,7 @@ Context::~Context() {
   s.comm_thread.reset();
   std::lock_guard mpi(detail::mpi_mutex());
   MPI_Comm_free(&s.comm);
-  if (s.own_mpi) MPI_Finalize();
+  detail::release_mpi();
 }
 
 int Context::rank() const noexcept { return s_->rank; }

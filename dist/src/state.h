@@ -49,7 +49,6 @@ struct Header {
 struct ContextState {
   std::uint64_t uid = 0;
   int rank = 0, size = 1;
-  bool own_mpi = false;
   MPI_Comm comm = MPI_COMM_NULL;
   long latency_us = 0;
   int tag_ub = 32767;

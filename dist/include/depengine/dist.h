@@ -127,16 +127,18 @@ struct CommStats {
 class Context {
  public:
   // Initialises MPI (MPI_Init_thread, MPI_THREAD_SERIALIZED: every MPI call after it comes
-  // from the communication thread, one at a time) or adopts an MPI the program initialised
-  // with at least MPI_THREAD_SERIALIZED (then the program finalises it). Collective.
-  // Throws Error when MPI cannot be initialised at a level that suffices, or for options
-  // outside their ranges.
+  // from the communication thread, one at a time) or adopts an MPI the program or another
+  // Context initialised with at least MPI_THREAD_SERIALIZED (the program finalises its own;
+  // one a Context initialised is finalised when the last Context goes). Collective.
+  // Throws Error when MPI cannot be initialised at a level that suffices, or was finalized
+  // already (MPI cannot start twice in one process), or for options outside their ranges.
   Context(int* argc, char*** argv, ContextOptions options = {});
   explicit Context(ContextOptions options = {}) : Context(nullptr, nullptr, std::move(options)) {}
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
   // Collective: finishes every op pushed (failures are dropped; call wait_all to see them),
-  // stops the communication thread, and finalises MPI when it initialised it.
+  // stops the communication thread, and finalises MPI when a Context initialised it and no
+  // other Context is left.
   ~Context();
 
   int rank() const noexcept;
