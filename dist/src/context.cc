@@ -14,17 +14,6 @@ namespace {
 
 std::atomic<std::uint64_t> next_uid{1};
 
-// MPI starts once per process and cannot start again after MPI_Finalize. The contexts of a
-// process share it: the one that initialised it must not finalise it while another context
-// still uses it, so the last context to go does. Guarded by mpi_mutex().
-int live_contexts = 0;
-bool mpi_ours = false;  // a context initialised MPI (else the program did, and finalises it)
-
-// A context goes (or failed to start after counting itself); under mpi_mutex().
-void release_mpi() {
-  if (--live_contexts == 0 && mpi_ours) MPI_Finalize();
-}
-
 // What a rank brings to the check that opens every collective.
 struct Check {
   std::uint64_t kind, seq, hash, var;
@@ -141,6 +130,72 @@ void check_collective(ContextState& s, std::uint64_t kind, std::uint64_t var) {
   }
 }
 
+namespace {
+
+// MPI starts once per process and cannot start again after MPI_Finalize. The contexts of a
+// process share it: the one that initialised it must not finalise it while another context
+// still uses it, so the last context to go does. A program that finalises MPI itself while
+// contexts live (a Context in main's scope, MPI_Finalize at the end of main) has them closed
+// inside MPI_Finalize, which deletes MPI_COMM_SELF's attributes first, while MPI still works:
+// their destructors then make no MPI call (one after MPI_Finalize aborts the job).
+// Guarded by mpi_mutex(), which MPI_Finalize must not be called under (it takes it).
+std::vector<ContextState*> live;
+bool mpi_ours = false;  // a context initialised MPI (else the program did, and finalises it)
+int finalize_key = MPI_KEYVAL_INVALID;
+
+// What the destructor does: the collective close, every op finished, the threads stopped.
+void close_context(ContextState& s) {
+  if (!s.broken) {
+    try {
+      check_collective(s, k_close, 0);
+    } catch (...) {
+    }
+  }
+  try {
+    s.engine->wait_all();
+  } catch (...) {
+  }
+  s.engine.reset();
+  s.comm_thread.reset();
+  std::lock_guard mpi(mpi_mutex());
+  MPI_Comm_free(&s.comm);
+}
+
+// MPI_COMM_SELF's attribute delete callback: MPI_Finalize closes the contexts still alive,
+// newest first, as their destructors would.
+int close_at_finalize(MPI_Comm, int, void*, void*) {
+  std::vector<ContextState*> open;
+  {
+    std::lock_guard mpi(mpi_mutex());
+    open.swap(live);
+  }
+  for (auto it = open.rbegin(); it != open.rend(); ++it) {
+    close_context(**it);
+    (*it)->closed = true;
+  }
+  return MPI_SUCCESS;
+}
+
+// Under mpi_mutex(), once a context left `live` (or failed to start): whether the caller is
+// to finalise MPI, after unlocking.
+bool last_out() {
+  if (!live.empty() || !mpi_ours) return false;
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  return !finalized;
+}
+
+}  // namespace
+
+void ContextState::check_usable(const char* what) const {
+  if (closed)
+    throw Error(std::string("dist::") + what +
+                ": MPI_Finalize closed the context (the program finalised MPI while the "
+                "context was alive; destroy the Context before MPI_Finalize)");
+  if (broken)
+    throw Error(std::string("dist::") + what + ": the context is unusable (ranks diverged)");
+}
+
 void bcast(ContextState& s, void* data, std::size_t bytes, int root) {
   s.collectives.fetch_add(1, std::memory_order_relaxed);
   s.comm_thread->call_blocking(
@@ -211,11 +266,17 @@ Context::Context(int* argc, char*** argv, ContextOptions options)
     detail::mpi_ours = true;
   }
   if (provided < MPI_THREAD_SERIALIZED) {
-    if (detail::live_contexts == 0 && detail::mpi_ours) MPI_Finalize();
+    const bool finalize = detail::last_out();
+    mpi.unlock();
+    if (finalize) MPI_Finalize();
     throw Error("dist::Context: MPI gives thread level " + std::to_string(provided) +
                 "; the communication thread needs MPI_THREAD_SERIALIZED or more");
   }
-  ++detail::live_contexts;
+  if (detail::finalize_key == MPI_KEYVAL_INVALID) {
+    MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, detail::close_at_finalize,
+                           &detail::finalize_key, nullptr);
+    MPI_Comm_set_attr(MPI_COMM_SELF, detail::finalize_key, nullptr);
+  }
   MPI_Comm_dup(MPI_COMM_WORLD, &s.comm);
   MPI_Comm_set_errhandler(s.comm, MPI_ERRORS_RETURN);
   MPI_Comm_rank(s.comm, &s.rank);
@@ -230,31 +291,31 @@ Context::Context(int* argc, char*** argv, ContextOptions options)
   try {
     s.engine = Engine::create(options.engine, {.cpu_threads = options.cpu_threads});
   } catch (...) {
-    std::lock_guard again(detail::mpi_mutex());
+    std::unique_lock again(detail::mpi_mutex());
     MPI_Comm_free(&s.comm);
-    detail::release_mpi();
+    const bool finalize = detail::last_out();
+    again.unlock();
+    if (finalize) MPI_Finalize();
     throw;
   }
   s.comm_thread = std::make_unique<detail::Comm>(s.comm);
+  std::lock_guard mpi_again(detail::mpi_mutex());
+  detail::live.push_back(&s);
 }
 
 Context::~Context() {
   ContextState& s = *s_;
-  if (!s.broken) {
-    try {
-      detail::check_collective(s, detail::k_close, 0);
-    } catch (...) {
-    }
+  {
+    std::lock_guard mpi(detail::mpi_mutex());
+    auto it = std::find(detail::live.begin(), detail::live.end(), &s);
+    if (it == detail::live.end()) return;  // closed by MPI_Finalize
+    detail::live.erase(it);
   }
-  try {
-    s.engine->wait_all();
-  } catch (...) {
-  }
-  s.engine.reset();
-  s.comm_thread.reset();
-  std::lock_guard mpi(detail::mpi_mutex());
-  MPI_Comm_free(&s.comm);
-  detail::release_mpi();
+  detail::close_context(s);
+  std::unique_lock mpi(detail::mpi_mutex());
+  const bool finalize = detail::last_out();
+  mpi.unlock();
+  if (finalize) MPI_Finalize();
 }
 
 int Context::rank() const noexcept { return s_->rank; }
@@ -263,7 +324,7 @@ int Context::size() const noexcept { return s_->size; }
 Var Context::new_var(std::size_t bytes, int owner) {
   detail::refuse_inside_op("new_var");
   ContextState& s = *s_;
-  if (s.broken) throw Error("dist::new_var: the context is unusable (ranks diverged)");
+  s.check_usable("new_var");
   if (owner < 0 || owner >= s.size)
     throw Error("dist::new_var: owner " + std::to_string(owner) + " is outside 0.." +
                 std::to_string(s.size - 1));
@@ -296,7 +357,7 @@ void Context::push(std::function<void(Args)> fn, const std::vector<Var>& reads,
                    const std::vector<Var>& writes, PushOptions options) {
   detail::refuse_inside_op("push");
   ContextState& s = *s_;
-  if (s.broken) throw Error("dist::push: the context is unusable (ranks diverged)");
+  s.check_usable("push");
   if (!fn) throw Error("dist::push: the function is empty");
   for (const Var& v : reads) s.rec(v, "push");
   for (const Var& v : writes) s.rec(v, "push");
@@ -382,7 +443,7 @@ void Context::push(std::function<void(Args)> fn, const std::vector<Var>& reads,
 void Context::wait_all() {
   detail::refuse_inside_op("wait_all");
   ContextState& s = *s_;
-  if (s.broken) throw Error("dist::wait_all: the context is unusable (ranks diverged)");
+  s.check_usable("wait_all");
   detail::check_collective(s, detail::k_wait_all, 0);
   try {
     s.engine->wait_all();
@@ -425,7 +486,7 @@ void Context::wait_all() {
 std::vector<std::byte> Context::get(const Var& v) {
   detail::refuse_inside_op("get");
   ContextState& s = *s_;
-  if (s.broken) throw Error("dist::get: the context is unusable (ranks diverged)");
+  s.check_usable("get");
   detail::VarRec& r = s.rec(v, "get");
   detail::check_collective(s, detail::k_get, v.id());
   std::vector<std::byte> out(r.bytes);
@@ -443,6 +504,7 @@ std::vector<std::byte> Context::get(const Var& v) {
 
 void Context::set_observer(std::shared_ptr<Observer> observer) {
   detail::refuse_inside_op("set_observer");
+  s_->check_usable("set_observer");
   s_->observer_since_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                              std::chrono::steady_clock::now().time_since_epoch())
                              .count();
@@ -457,7 +519,7 @@ CommStats Context::stats() const {
 std::vector<CommStats> Context::gather_stats() {
   detail::refuse_inside_op("gather_stats");
   ContextState& s = *s_;
-  if (s.broken) throw Error("dist::gather_stats: the context is unusable (ranks diverged)");
+  s.check_usable("gather_stats");
   detail::check_collective(s, detail::k_stats, 0);
   CommStats mine = stats();
   std::vector<CommStats> all(static_cast<std::size_t>(s.size));

@@ -60,6 +60,7 @@ struct ContextState {
   std::uint64_t seq = 0;                         // ops pushed
   std::vector<std::uint64_t> sent_to, received_from;  // per peer: transfers so far (tags)
   bool broken = false;
+  bool closed = false;  // by MPI_Finalize, while the Context was alive
   std::int64_t observer_since_ns = 0;  // steady clock when set_observer was called
 
   std::mutex fail_mu;
@@ -69,6 +70,8 @@ struct ContextState {
   std::atomic<std::uint64_t> messages_sent{0}, bytes_sent{0}, messages_received{0},
       collectives{0};
 
+  // Throws Error naming `what` when the context was closed by MPI_Finalize or broken.
+  void check_usable(const char* what) const;
   void record_failure(std::uint64_t op_seq, const std::string& msg);
   VarRec& rec(const Var& v, const char* what);
   const VarRec& rec(const Var& v, const char* what) const;

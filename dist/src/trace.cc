@@ -32,7 +32,7 @@ using detail::ContextState;
 void Context::write_trace(const std::string& path, const Profiler& profiler) {
   detail::refuse_inside_op("write_trace");
   ContextState& s = *s_;
-  if (s.broken) throw Error("dist::write_trace: the context is unusable (ranks diverged)");
+  s.check_usable("write_trace");
   detail::check_collective(s, detail::k_trace, 0);
   // The profiler counts from its creation; set_observer time stands in for it (ranks on one
   // node share the steady clock; across nodes the offsets are only as good as their clocks).

@@ -138,7 +138,9 @@ class Context {
   Context& operator=(const Context&) = delete;
   // Collective: finishes every op pushed (failures are dropped; call wait_all to see them),
   // stops the communication thread, and finalises MPI when a Context initialised it and no
-  // other Context is left.
+  // other Context is left. A program that calls MPI_Finalize while the Context lives has
+  // this done inside MPI_Finalize; the Context's members (but rank, size, owner and stats)
+  // then throw Error, and its destructor does nothing.
   ~Context();
 
   int rank() const noexcept;
