@@ -216,6 +216,45 @@ TEST(DistMisuse, DifferentCollectivesAreAnError) {
   }
 }
 
+TEST(DistMisuse, RanksThatDisagreeOnAVarAreAnError) {
+  dd::Context ctx;
+  if (ctx.size() < 2) GTEST_SKIP() << "needs two ranks";
+  const int last = ctx.size() - 1;
+  // Sizes that differ (the receiver expects more, or fewer, bytes than are sent), then owners
+  // that differ (every rank believes it owns the var).
+  for (int variant = 0; variant < 3; ++variant) {
+    dd::Context c;
+    const std::size_t bytes = variant == 0 ? 8u + 8u * static_cast<unsigned>(c.rank())
+                              : variant == 1 ? 64u - 8u * static_cast<unsigned>(c.rank())
+                                             : 8u;
+    dd::Var v = c.new_var(bytes, variant == 2 ? c.rank() : 0);
+    dd::Var out = c.new_var(8, last);
+    c.push([](dd::Args a) { a.write<char>(0)[0] = a.read<char>(0)[0]; }, {v}, {out},
+           {.name = "use"});
+    try {
+      c.wait_all();
+      ADD_FAILURE() << "variant " << variant << ": the disagreement was not detected";
+    } catch (const depengine::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("different op sequences"), std::string::npos)
+          << e.what();
+    }
+  }
+}
+
+TEST(DistTransfers, ZeroByteVars) {
+  dd::Context ctx;
+  const int last = ctx.size() - 1;
+  dd::Var z = ctx.new_var(0, 0);
+  dd::Var out = ctx.new_var(0, last);
+  ctx.push([](dd::Args a) { EXPECT_EQ(a.write_size(0), 0u); }, {}, {z}, {.name = "make"});
+  ctx.push([](dd::Args a) { EXPECT_EQ(a.read_size(0) + a.write_size(0), 0u); }, {z}, {out},
+           {.name = "use"});
+  ctx.push([](dd::Args) {}, {out}, {z}, {.name = "back", .on_rank = last});
+  ctx.wait_all();
+  EXPECT_TRUE(ctx.get(z).empty());
+  EXPECT_TRUE(ctx.get(out).empty());
+}
+
 TEST(DistTransfers, EachValueGoesOncePerDestinationAndVersion) {
   dd::Context ctx;
   const int n = ctx.size();
