@@ -99,4 +99,22 @@ TEST(DistInspect, TraceTakesAnyOpName) {
   }
 }
 
+// Only rank 0 writes the file; the failure to write it is every rank's, as for wait_all.
+TEST(DistInspect, TraceThatCannotBeWrittenIsAnErrorOnEveryRank) {
+  dd::Context ctx;
+  auto prof = std::make_shared<depengine::Profiler>();
+  ctx.set_observer(prof);
+  dd::Var a = ctx.new_var(8, ctx.size() - 1);
+  ctx.push([](dd::Args) {}, {}, {a}, {.name = "op"});
+  ctx.wait_all();
+  const std::string path = "/nonexistent-depengine-dir/trace.json";
+  try {
+    ctx.write_trace(path, *prof);
+    ADD_FAILURE() << "no error on rank " << ctx.rank();
+  } catch (const depengine::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot write " + path), std::string::npos) << e.what();
+  }
+  EXPECT_NO_THROW(ctx.wait_all());  // the ranks are still in step
+}
+
 }  // namespace

@@ -180,8 +180,8 @@ class Context {
 
   // Collective: writes one Chrome trace of every rank (one process per rank, flow arrows from
   // each send to its receive) to `path` on rank 0, from the per-rank Profiler given
-  // (attached with set_observer). Throws Error when the profiler is null or the file cannot
-  // be written.
+  // (attached with set_observer). Throws Error, on every rank, when the file cannot be
+  // written.
   void write_trace(const std::string& path, const Profiler& profiler);
 
   // This rank's counts so far. Thread-safe.
