@@ -64,9 +64,11 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (nb <= 0 || n % nb != 0 || p <= 0 || ctx.size() % p != 0) {
+  // n = 0 (or a -size that is not a number) would hand LAPACK empty tiles, which it aborts on.
+  if (nb <= 0 || n <= 0 || n % nb != 0 || p <= 0 || ctx.size() % p != 0) {
     if (ctx.rank() == 0)
-      std::fprintf(stderr, "dist_cholesky: -size must be a multiple of -nblocks, ranks of -p\n");
+      std::fprintf(stderr,
+                   "dist_cholesky: -size must be a positive multiple of -nblocks, ranks of -p\n");
     return 2;
   }
   openblas_set_num_threads(1);  // the engine's workers are the parallelism
