@@ -47,7 +47,7 @@ void fill_tile(double* t, int ti, int tj, int b, int n) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int run(int argc, char** argv) {
   int n = 3840, nb = 12, p = 2;
   bool check = false;
   std::string trace;
@@ -198,4 +198,15 @@ int main(int argc, char** argv) {
   }
   if (ctx.rank() == 0 && rc) std::printf("dist_cholesky: CHECK FAILED\n");
   return rc;
+}
+
+// A depengine::Error (a var too large for one message, an option out of range) ends the
+// program with its text and exit 2 on every rank, rather than std::terminate's abort.
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const depengine::Error& e) {
+    std::fprintf(stderr, "dist_cholesky: %s\n", e.what());
+    return 2;
+  }
 }
