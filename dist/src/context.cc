@@ -27,7 +27,34 @@ const char* kind_name(std::uint64_t k) {
                         : "gather_stats";
 }
 
+// The name of the dist op running on this thread, null outside one.
+thread_local const std::string* t_running_op = nullptr;
+
+// Sets t_running_op while an op's function runs (restored when it throws).
+class RunningOp {
+ public:
+  explicit RunningOp(const std::string* name) noexcept : saved_(t_running_op) {
+    t_running_op = name;
+  }
+  ~RunningOp() { t_running_op = saved_; }
+  RunningOp(const RunningOp&) = delete;
+  RunningOp& operator=(const RunningOp&) = delete;
+
+ private:
+  const std::string* saved_;
+};
+
 }  // namespace
+
+// An op runs on one rank only, on an engine worker: a push, new_var or collective made from
+// it would be seen by that rank alone (the ranks diverge, or wait for each other forever)
+// and would race with the program's thread, which drives the context.
+void refuse_inside_op(const char* what) {
+  if (t_running_op)
+    throw Error(std::string("dist::") + what + ": called from inside op '" + *t_running_op +
+                "'; an op may only use its Args (the program's thread makes every " +
+                "Context call, the same ones on every rank)");
+}
 
 void ContextState::record_failure(std::uint64_t op_seq, const std::string& msg) {
   std::lock_guard lk(fail_mu);
@@ -103,6 +130,72 @@ void check_collective(ContextState& s, std::uint64_t kind, std::uint64_t var) {
   }
 }
 
+namespace {
+
+// MPI starts once per process and cannot start again after MPI_Finalize. The contexts of a
+// process share it: the one that initialised it must not finalise it while another context
+// still uses it, so the last context to go does. A program that finalises MPI itself while
+// contexts live (a Context in main's scope, MPI_Finalize at the end of main) has them closed
+// inside MPI_Finalize, which deletes MPI_COMM_SELF's attributes first, while MPI still works:
+// their destructors then make no MPI call (one after MPI_Finalize aborts the job).
+// Guarded by mpi_mutex(), which MPI_Finalize must not be called under (it takes it).
+std::vector<ContextState*> live;
+bool mpi_ours = false;  // a context initialised MPI (else the program did, and finalises it)
+int finalize_key = MPI_KEYVAL_INVALID;
+
+// What the destructor does: the collective close, every op finished, the threads stopped.
+void close_context(ContextState& s) {
+  if (!s.broken) {
+    try {
+      check_collective(s, k_close, 0);
+    } catch (...) {
+    }
+  }
+  try {
+    s.engine->wait_all();
+  } catch (...) {
+  }
+  s.engine.reset();
+  s.comm_thread.reset();
+  std::lock_guard mpi(mpi_mutex());
+  MPI_Comm_free(&s.comm);
+}
+
+// MPI_COMM_SELF's attribute delete callback: MPI_Finalize closes the contexts still alive,
+// newest first, as their destructors would.
+int close_at_finalize(MPI_Comm, int, void*, void*) {
+  std::vector<ContextState*> open;
+  {
+    std::lock_guard mpi(mpi_mutex());
+    open.swap(live);
+  }
+  for (auto it = open.rbegin(); it != open.rend(); ++it) {
+    close_context(**it);
+    (*it)->closed = true;
+  }
+  return MPI_SUCCESS;
+}
+
+// Under mpi_mutex(), once a context left `live` (or failed to start): whether the caller is
+// to finalise MPI, after unlocking.
+bool last_out() {
+  if (!live.empty() || !mpi_ours) return false;
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  return !finalized;
+}
+
+}  // namespace
+
+void ContextState::check_usable(const char* what) const {
+  if (closed)
+    throw Error(std::string("dist::") + what +
+                ": MPI_Finalize closed the context (the program finalised MPI while the "
+                "context was alive; destroy the Context before MPI_Finalize)");
+  if (broken)
+    throw Error(std::string("dist::") + what + ": the context is unusable (ranks diverged)");
+}
+
 void bcast(ContextState& s, void* data, std::size_t bytes, int root) {
   s.collectives.fetch_add(1, std::memory_order_relaxed);
   s.comm_thread->call_blocking(
@@ -146,11 +239,22 @@ Context::Context(int* argc, char*** argv, ContextOptions options)
     : s_(std::make_unique<ContextState>()) {
   ContextState& s = *s_;
   s.uid = detail::next_uid.fetch_add(1);
-  // Bad settings are reported before MPI starts.
+  // Bad settings are reported before MPI starts. The bound is the environment variable's:
+  // a delay beyond it would overflow the steady clock's time points.
+  if (options.latency_us < -1 || options.latency_us > 10'000'000)
+    throw Error("dist::Context: latency_us " + std::to_string(options.latency_us) +
+                " is outside 0..10000000 (or -1: DEPENGINE_DIST_LATENCY_US, else 0)");
   s.latency_us = options.latency_us >= 0
                      ? options.latency_us
                      : env_long("DEPENGINE_DIST_LATENCY_US", 0, 10'000'000, 0);
   std::unique_lock mpi(detail::mpi_mutex());  // another context's comm thread may be running
+  // Any MPI call but these few after MPI_Finalize aborts the job.
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized)
+    throw Error("dist::Context: MPI is already finalized (by the program, or by the last "
+                "Context when a Context initialised it), and it cannot start twice in one "
+                "process: keep a Context, or the program's own MPI_Init, for the program's life");
   int initialized = 0;
   MPI_Initialized(&initialized);
   int provided = 0;
@@ -159,12 +263,19 @@ Context::Context(int* argc, char*** argv, ContextOptions options)
   } else {
     if (MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS)
       throw Error("dist::Context: MPI_Init_thread failed");
-    s.own_mpi = true;
+    detail::mpi_ours = true;
   }
   if (provided < MPI_THREAD_SERIALIZED) {
-    if (s.own_mpi) MPI_Finalize();
+    const bool finalize = detail::last_out();
+    mpi.unlock();
+    if (finalize) MPI_Finalize();
     throw Error("dist::Context: MPI gives thread level " + std::to_string(provided) +
                 "; the communication thread needs MPI_THREAD_SERIALIZED or more");
+  }
+  if (detail::finalize_key == MPI_KEYVAL_INVALID) {
+    MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, detail::close_at_finalize,
+                           &detail::finalize_key, nullptr);
+    MPI_Comm_set_attr(MPI_COMM_SELF, detail::finalize_key, nullptr);
   }
   MPI_Comm_dup(MPI_COMM_WORLD, &s.comm);
   MPI_Comm_set_errhandler(s.comm, MPI_ERRORS_RETURN);
@@ -180,39 +291,40 @@ Context::Context(int* argc, char*** argv, ContextOptions options)
   try {
     s.engine = Engine::create(options.engine, {.cpu_threads = options.cpu_threads});
   } catch (...) {
-    std::lock_guard again(detail::mpi_mutex());
+    std::unique_lock again(detail::mpi_mutex());
     MPI_Comm_free(&s.comm);
-    if (s.own_mpi) MPI_Finalize();
+    const bool finalize = detail::last_out();
+    again.unlock();
+    if (finalize) MPI_Finalize();
     throw;
   }
   s.comm_thread = std::make_unique<detail::Comm>(s.comm);
+  std::lock_guard mpi_again(detail::mpi_mutex());
+  detail::live.push_back(&s);
 }
 
 Context::~Context() {
   ContextState& s = *s_;
-  if (!s.broken) {
-    try {
-      detail::check_collective(s, detail::k_close, 0);
-    } catch (...) {
-    }
+  {
+    std::lock_guard mpi(detail::mpi_mutex());
+    auto it = std::find(detail::live.begin(), detail::live.end(), &s);
+    if (it == detail::live.end()) return;  // closed by MPI_Finalize
+    detail::live.erase(it);
   }
-  try {
-    s.engine->wait_all();
-  } catch (...) {
-  }
-  s.engine.reset();
-  s.comm_thread.reset();
-  std::lock_guard mpi(detail::mpi_mutex());
-  MPI_Comm_free(&s.comm);
-  if (s.own_mpi) MPI_Finalize();
+  detail::close_context(s);
+  std::unique_lock mpi(detail::mpi_mutex());
+  const bool finalize = detail::last_out();
+  mpi.unlock();
+  if (finalize) MPI_Finalize();
 }
 
 int Context::rank() const noexcept { return s_->rank; }
 int Context::size() const noexcept { return s_->size; }
 
 Var Context::new_var(std::size_t bytes, int owner) {
+  detail::refuse_inside_op("new_var");
   ContextState& s = *s_;
-  if (s.broken) throw Error("dist::new_var: the context is unusable (ranks diverged)");
+  s.check_usable("new_var");
   if (owner < 0 || owner >= s.size)
     throw Error("dist::new_var: owner " + std::to_string(owner) + " is outside 0.." +
                 std::to_string(s.size - 1));
@@ -231,7 +343,10 @@ Var Context::new_var(std::size_t bytes, int owner) {
   return Var(s.uid, s.vars.size() - 1);
 }
 
-int Context::owner(const Var& v) const { return s_->rec(v, "owner").owner; }
+int Context::owner(const Var& v) const {
+  detail::refuse_inside_op("owner");
+  return s_->rec(v, "owner").owner;
+}
 
 void Context::push(std::function<void(Args)> fn, VarList reads, VarList writes,
                    PushOptions options) {
@@ -240,8 +355,9 @@ void Context::push(std::function<void(Args)> fn, VarList reads, VarList writes,
 
 void Context::push(std::function<void(Args)> fn, const std::vector<Var>& reads,
                    const std::vector<Var>& writes, PushOptions options) {
+  detail::refuse_inside_op("push");
   ContextState& s = *s_;
-  if (s.broken) throw Error("dist::push: the context is unusable (ranks diverged)");
+  s.check_usable("push");
   if (!fn) throw Error("dist::push: the function is empty");
   for (const Var& v : reads) s.rec(v, "push");
   for (const Var& v : writes) s.rec(v, "push");
@@ -295,6 +411,7 @@ void Context::push(std::function<void(Args)> fn, const std::vector<Var>& reads,
             }
           if (!poison) {
             try {
+              detail::RunningOp running(&name);
               fn(Args(rslots, wslots, sp->rank));
             } catch (const std::exception& e) {
               poison = std::make_shared<const std::string>(
@@ -324,8 +441,9 @@ void Context::push(std::function<void(Args)> fn, const std::vector<Var>& reads,
 }
 
 void Context::wait_all() {
+  detail::refuse_inside_op("wait_all");
   ContextState& s = *s_;
-  if (s.broken) throw Error("dist::wait_all: the context is unusable (ranks diverged)");
+  s.check_usable("wait_all");
   detail::check_collective(s, detail::k_wait_all, 0);
   try {
     s.engine->wait_all();
@@ -366,8 +484,9 @@ void Context::wait_all() {
 }
 
 std::vector<std::byte> Context::get(const Var& v) {
+  detail::refuse_inside_op("get");
   ContextState& s = *s_;
-  if (s.broken) throw Error("dist::get: the context is unusable (ranks diverged)");
+  s.check_usable("get");
   detail::VarRec& r = s.rec(v, "get");
   detail::check_collective(s, detail::k_get, v.id());
   std::vector<std::byte> out(r.bytes);
@@ -384,6 +503,8 @@ std::vector<std::byte> Context::get(const Var& v) {
 }
 
 void Context::set_observer(std::shared_ptr<Observer> observer) {
+  detail::refuse_inside_op("set_observer");
+  s_->check_usable("set_observer");
   s_->observer_since_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                              std::chrono::steady_clock::now().time_since_epoch())
                              .count();
@@ -396,8 +517,9 @@ CommStats Context::stats() const {
 }
 
 std::vector<CommStats> Context::gather_stats() {
+  detail::refuse_inside_op("gather_stats");
   ContextState& s = *s_;
-  if (s.broken) throw Error("dist::gather_stats: the context is unusable (ranks diverged)");
+  s.check_usable("gather_stats");
   detail::check_collective(s, detail::k_stats, 0);
   CommStats mine = stats();
   std::vector<CommStats> all(static_cast<std::size_t>(s.size));

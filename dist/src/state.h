@@ -49,7 +49,6 @@ struct Header {
 struct ContextState {
   std::uint64_t uid = 0;
   int rank = 0, size = 1;
-  bool own_mpi = false;
   MPI_Comm comm = MPI_COMM_NULL;
   long latency_us = 0;
   int tag_ub = 32767;
@@ -61,6 +60,7 @@ struct ContextState {
   std::uint64_t seq = 0;                         // ops pushed
   std::vector<std::uint64_t> sent_to, received_from;  // per peer: transfers so far (tags)
   bool broken = false;
+  bool closed = false;  // by MPI_Finalize, while the Context was alive
   std::int64_t observer_since_ns = 0;  // steady clock when set_observer was called
 
   std::mutex fail_mu;
@@ -70,6 +70,8 @@ struct ContextState {
   std::atomic<std::uint64_t> messages_sent{0}, bytes_sent{0}, messages_received{0},
       collectives{0};
 
+  // Throws Error naming `what` when the context was closed by MPI_Finalize or broken.
+  void check_usable(const char* what) const;
   void record_failure(std::uint64_t op_seq, const std::string& msg);
   VarRec& rec(const Var& v, const char* what);
   const VarRec& rec(const Var& v, const char* what) const;
@@ -85,6 +87,8 @@ struct ContextState {
   Comm::Clock::time_point send_time() const;
 };
 
+// Throws Error when called from inside a dist op (`what`: the Context member called).
+void refuse_inside_op(const char* what);
 // Opens every collective: all ranks must be there after the same pushes (Error otherwise).
 void check_collective(ContextState& s, std::uint64_t kind, std::uint64_t var);
 // Sends `text` from `root` to every rank; returns it.

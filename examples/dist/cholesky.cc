@@ -47,7 +47,7 @@ void fill_tile(double* t, int ti, int tj, int b, int n) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int run(int argc, char** argv) {
   int n = 3840, nb = 12, p = 2;
   bool check = false;
   std::string trace;
@@ -64,9 +64,11 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (nb <= 0 || n % nb != 0 || p <= 0 || ctx.size() % p != 0) {
+  // n = 0 (or a -size that is not a number) would hand LAPACK empty tiles, which it aborts on.
+  if (nb <= 0 || n <= 0 || n % nb != 0 || p <= 0 || ctx.size() % p != 0) {
     if (ctx.rank() == 0)
-      std::fprintf(stderr, "dist_cholesky: -size must be a multiple of -nblocks, ranks of -p\n");
+      std::fprintf(stderr,
+                   "dist_cholesky: -size must be a positive multiple of -nblocks, ranks of -p\n");
     return 2;
   }
   openblas_set_num_threads(1);  // the engine's workers are the parallelism
@@ -196,4 +198,15 @@ int main(int argc, char** argv) {
   }
   if (ctx.rank() == 0 && rc) std::printf("dist_cholesky: CHECK FAILED\n");
   return rc;
+}
+
+// A depengine::Error (a var too large for one message, an option out of range) ends the
+// program with its text and exit 2 on every rank, rather than std::terminate's abort.
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const depengine::Error& e) {
+    std::fprintf(stderr, "dist_cholesky: %s\n", e.what());
+    return 2;
+  }
 }

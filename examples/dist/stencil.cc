@@ -57,7 +57,7 @@ double initial(int grow, int c) { return static_cast<double>((grow * 7 + c * 13)
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int run(int argc, char** argv) {
   std::string mode = "overlap";
   int rows = 1024, cols = 2048, steps = 50;
   long latency = -1;
@@ -187,4 +187,15 @@ int main(int argc, char** argv) {
                 mode.c_str(), P, rows, cols, steps, latency, secs * 1e3 / steps, comp,
                 static_cast<unsigned long long>(st[0].messages_sent), checksum);
   return 0;
+}
+
+// A depengine::Error (a var too large for one message, an option out of range) ends the
+// program with its text and exit 2 on every rank, rather than std::terminate's abort.
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const depengine::Error& e) {
+    std::fprintf(stderr, "dist_stencil: %s\n", e.what());
+    return 2;
+  }
 }

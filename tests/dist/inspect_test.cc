@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "depengine/dist.h"
 #include "depengine/graph.h"
@@ -68,6 +69,52 @@ TEST(DistInspect, RecorderAndTraceSeeTransfers) {
     EXPECT_TRUE(pids.count(n - 1));
     std::remove(path.c_str());
   }
+}
+
+// Op names are the user's: ones that look like transfers, or are not UTF-8, still give a
+// trace (on one rank only, a throw there would leave the others waiting in write_trace).
+TEST(DistInspect, TraceTakesAnyOpName) {
+  dd::Context ctx;
+  const int n = ctx.size();
+  auto prof = std::make_shared<depengine::Profiler>();
+  ctx.set_observer(prof);
+  dd::Var a = ctx.new_var(8, n - 1);
+  const std::vector<std::string> names = {"send a>b", "recv x<y", "send v0@1>99999999999",
+                                          "bad \xff name"};
+  for (const std::string& name : names) ctx.push([](dd::Args) {}, {}, {a}, {.name = name});
+  ctx.wait_all();
+  const std::string path = ::testing::TempDir() + "dist_trace_names_" + std::to_string(n) + ".json";
+  ASSERT_NO_THROW(ctx.write_trace(path, *prof));
+  if (ctx.rank() == 0) {
+    std::ifstream in(path);
+    const nlohmann::json t = nlohmann::json::parse(in);
+    int ops = 0, flows = 0;
+    for (const auto& e : t["traceEvents"]) {
+      if (e["ph"] == "X" && e["pid"] == n - 1) ++ops;
+      if (e["ph"] == "s") ++flows;
+    }
+    EXPECT_EQ(ops, 4);
+    EXPECT_EQ(flows, 0);
+    std::remove(path.c_str());
+  }
+}
+
+// Only rank 0 writes the file; the failure to write it is every rank's, as for wait_all.
+TEST(DistInspect, TraceThatCannotBeWrittenIsAnErrorOnEveryRank) {
+  dd::Context ctx;
+  auto prof = std::make_shared<depengine::Profiler>();
+  ctx.set_observer(prof);
+  dd::Var a = ctx.new_var(8, ctx.size() - 1);
+  ctx.push([](dd::Args) {}, {}, {a}, {.name = "op"});
+  ctx.wait_all();
+  const std::string path = "/nonexistent-depengine-dir/trace.json";
+  try {
+    ctx.write_trace(path, *prof);
+    ADD_FAILURE() << "no error on rank " << ctx.rank();
+  } catch (const depengine::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot write " + path), std::string::npos) << e.what();
+  }
+  EXPECT_NO_THROW(ctx.wait_all());  // the ranks are still in step
 }
 
 }  // namespace

@@ -5,6 +5,9 @@
 #include <cstring>
 #include <stdexcept>
 #include <atomic>
+#include <climits>
+#include <functional>
+#include <vector>
 #include <memory>
 #include <string>
 #include <thread>
@@ -25,6 +28,20 @@ TEST(DistMisuse, OwnerOutsideRanks) {
   EXPECT_THROW(ctx.push(noop, {}, {v}, {.on_rank = ctx.size()}), depengine::Error);
   EXPECT_THROW(ctx.push(noop, {}, {v}, {.on_rank = -2}), depengine::Error);
   ctx.wait_all();
+}
+
+TEST(DistMisuse, LatencyOutsideItsRange) {
+  // -1 means "from the environment"; other negatives and delays that overflow the clock
+  // are mistakes, not requests.
+  for (long bad : {-2L, 10'000'001L, LONG_MAX}) {
+    try {
+      dd::Context ctx({.latency_us = bad});
+      ADD_FAILURE() << "latency_us " << bad << " was accepted";
+    } catch (const depengine::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("latency_us " + std::to_string(bad)), std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 TEST(DistMisuse, NullAndForeignVarsAndEmptyFunction) {
@@ -59,6 +76,48 @@ TEST(DistMisuse, ArgsIndexOutOfRangeFailsTheOp) {
               std::string::npos)
         << e.what();
   }
+}
+
+// An op runs on one rank's engine worker: a push, new_var or collective made from it would
+// be seen by that rank only (the ranks diverge) and would race with the program's thread.
+TEST(DistMisuse, ContextCallsFromInsideAnOpAreAnError) {
+  dd::Context ctx;
+  dd::Var v = ctx.new_var(8, 0);
+  dd::Var w = ctx.new_var(8, ctx.size() - 1);
+  auto refused = std::make_shared<std::vector<std::string>>();
+  auto attempt = [refused](const std::function<void()>& call) {
+    try {
+      call();
+      refused->push_back("accepted");
+    } catch (const depengine::Error& e) {
+      refused->push_back(e.what());
+    }
+  };
+  dd::Context* c = &ctx;
+  ctx.push(
+      [c, v, w, attempt](dd::Args) {
+        attempt([&] { c->push(noop, {}, {w}); });
+        attempt([&] { c->new_var(8, 0); });
+        attempt([&] { c->wait_all(); });
+        attempt([&] { c->get(w); });
+        attempt([&] { c->gather_stats(); });
+        attempt([&] { c->owner(w); });
+        attempt([&] { c->set_observer(nullptr); });
+      },
+      {}, {v}, {.name = "nested"});
+  ctx.wait_all();
+  if (ctx.rank() == 0) {
+    ASSERT_EQ(refused->size(), 7u);
+    for (const std::string& what : *refused)
+      EXPECT_NE(what.find("called from inside op 'nested'"), std::string::npos) << what;
+  } else {
+    EXPECT_TRUE(refused->empty());
+  }
+  // The context is still usable, and every rank still agrees.
+  ctx.push([](dd::Args a) { a.write<double>(0)[0] = 2; }, {}, {w});
+  double x = 0;
+  std::memcpy(&x, ctx.get(w).data(), sizeof x);
+  EXPECT_EQ(x, 2);
 }
 
 TEST(DistFailure, CrossesRanksWithItsText) {
@@ -155,6 +214,45 @@ TEST(DistMisuse, DifferentCollectivesAreAnError) {
   } catch (const depengine::Error& e) {
     EXPECT_NE(std::string(e.what()).find("different op sequences"), std::string::npos) << e.what();
   }
+}
+
+TEST(DistMisuse, RanksThatDisagreeOnAVarAreAnError) {
+  dd::Context ctx;
+  if (ctx.size() < 2) GTEST_SKIP() << "needs two ranks";
+  const int last = ctx.size() - 1;
+  // Sizes that differ (the receiver expects more, or fewer, bytes than are sent), then owners
+  // that differ (every rank believes it owns the var).
+  for (int variant = 0; variant < 3; ++variant) {
+    dd::Context c;
+    const std::size_t bytes = variant == 0 ? 8u + 8u * static_cast<unsigned>(c.rank())
+                              : variant == 1 ? 64u - 8u * static_cast<unsigned>(c.rank())
+                                             : 8u;
+    dd::Var v = c.new_var(bytes, variant == 2 ? c.rank() : 0);
+    dd::Var out = c.new_var(8, last);
+    c.push([](dd::Args a) { a.write<char>(0)[0] = a.read<char>(0)[0]; }, {v}, {out},
+           {.name = "use"});
+    try {
+      c.wait_all();
+      ADD_FAILURE() << "variant " << variant << ": the disagreement was not detected";
+    } catch (const depengine::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("different op sequences"), std::string::npos)
+          << e.what();
+    }
+  }
+}
+
+TEST(DistTransfers, ZeroByteVars) {
+  dd::Context ctx;
+  const int last = ctx.size() - 1;
+  dd::Var z = ctx.new_var(0, 0);
+  dd::Var out = ctx.new_var(0, last);
+  ctx.push([](dd::Args a) { EXPECT_EQ(a.write_size(0), 0u); }, {}, {z}, {.name = "make"});
+  ctx.push([](dd::Args a) { EXPECT_EQ(a.read_size(0) + a.write_size(0), 0u); }, {z}, {out},
+           {.name = "use"});
+  ctx.push([](dd::Args) {}, {out}, {z}, {.name = "back", .on_rank = last});
+  ctx.wait_all();
+  EXPECT_TRUE(ctx.get(z).empty());
+  EXPECT_TRUE(ctx.get(out).empty());
 }
 
 TEST(DistTransfers, EachValueGoesOncePerDestinationAndVersion) {

@@ -15,7 +15,8 @@
 //
 // Threads: one thread of the program drives a Context (push, new_var, wait_all and get are
 // called in the same order on every rank, as the model requires); ops run on the rank's
-// engine workers, MPI runs on the context's communication thread.
+// engine workers, MPI runs on the context's communication thread. An op runs on one rank
+// only, so from inside an op every Context member but rank, size and stats throws Error.
 #pragma once
 
 #include <cstddef>
@@ -110,7 +111,7 @@ struct ContextOptions {
   std::string engine = "threaded";
   int cpu_threads = 0;  // 0: DEPENGINE_CPU_THREADS, else the number of cores
   // Injected delay before each message is handed to MPI, in microseconds (a stand-in for a
-  // slower network). -1: DEPENGINE_DIST_LATENCY_US, else 0.
+  // slower network), at most 10 s. -1: DEPENGINE_DIST_LATENCY_US, else 0.
   long latency_us = -1;
 };
 
@@ -126,15 +127,20 @@ struct CommStats {
 class Context {
  public:
   // Initialises MPI (MPI_Init_thread, MPI_THREAD_SERIALIZED: every MPI call after it comes
-  // from the communication thread, one at a time) or adopts an MPI the program initialised
-  // with at least MPI_THREAD_SERIALIZED (then the program finalises it). Collective.
-  // Throws Error when MPI cannot be initialised at a level that suffices.
+  // from the communication thread, one at a time) or adopts an MPI the program or another
+  // Context initialised with at least MPI_THREAD_SERIALIZED (the program finalises its own;
+  // one a Context initialised is finalised when the last Context goes). Collective.
+  // Throws Error when MPI cannot be initialised at a level that suffices, or was finalized
+  // already (MPI cannot start twice in one process), or for options outside their ranges.
   Context(int* argc, char*** argv, ContextOptions options = {});
   explicit Context(ContextOptions options = {}) : Context(nullptr, nullptr, std::move(options)) {}
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
   // Collective: finishes every op pushed (failures are dropped; call wait_all to see them),
-  // stops the communication thread, and finalises MPI when it initialised it.
+  // stops the communication thread, and finalises MPI when a Context initialised it and no
+  // other Context is left. A program that calls MPI_Finalize while the Context lives has
+  // this done inside MPI_Finalize; the Context's members (but rank, size, owner and stats)
+  // then throw Error, and its destructor does nothing.
   ~Context();
 
   int rank() const noexcept;
@@ -174,8 +180,8 @@ class Context {
 
   // Collective: writes one Chrome trace of every rank (one process per rank, flow arrows from
   // each send to its receive) to `path` on rank 0, from the per-rank Profiler given
-  // (attached with set_observer). Throws Error when the profiler is null or the file cannot
-  // be written.
+  // (attached with set_observer). Throws Error, on every rank, when the file cannot be
+  // written.
   void write_trace(const std::string& path, const Profiler& profiler);
 
   // This rank's counts so far. Thread-safe.
