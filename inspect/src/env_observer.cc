@@ -42,13 +42,7 @@ class EnvObserver final : public Observer {
   EnvObserver& operator=(const EnvObserver&) = delete;
 
   // The engine drops its reference only after its last op has ended.
-  ~EnvObserver() override {
-    try {
-      write();
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "depengine: %s\n", e.what());
-    }
-  }
+  ~EnvObserver() override { write(); }
 
   void on_push(const OpInfo& op) override { fanout_->on_push(op); }
   void on_ready(std::uint64_t id) override { fanout_->on_ready(id); }
@@ -58,22 +52,45 @@ class EnvObserver final : public Observer {
   }
 
  private:
-  void write() const {
+  // Runs one step of writing the files; a failure is reported and does not stop the
+  // others (a full disk under the DOT dump cost the JSON dump and the trace as well).
+  template <class F>
+  static void attempt(F step) noexcept {
+    try {
+      step();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "depengine: %s\n", e.what());
+    }
+  }
+
+  void write() const noexcept {
     if (recorder_) {
-      const Graph g = recorder_->graph();
-      if (!dot_.empty()) write_text_file(dot_, g.to_dot({.transitive_reduction = true}));
-      if (!json_.empty()) write_text_file(json_, g.to_json());
-      const GraphAnalysis a = analyze(g);
-      std::fprintf(stderr,
-                   "depengine: recorded %zu ops, %zu edges to %s%s%s; measured work %.3f ms, "
-                   "span %.3f ms, parallelism %.2f\n",
-                   a.ops, a.edges, dot_.c_str(), dot_.empty() || json_.empty() ? "" : " and ",
-                   json_.c_str(), a.work / 1e3, a.span / 1e3, a.parallelism);
+      attempt([&] {
+        const Graph g = recorder_->graph();
+        std::string written;  // only the files that were written are named below
+        auto dump = [&](const std::string& path, auto text) {
+          if (path.empty()) return;
+          attempt([&] {
+            write_text_file(path, text());
+            written += (written.empty() ? "" : " and ") + path;
+          });
+        };
+        dump(dot_, [&] { return g.to_dot({.transitive_reduction = true}); });
+        dump(json_, [&] { return g.to_json(); });
+        if (written.empty()) return;
+        const GraphAnalysis a = analyze(g);
+        std::fprintf(stderr,
+                     "depengine: recorded %zu ops, %zu edges to %s; measured work %.3f ms, "
+                     "span %.3f ms, parallelism %.2f\n",
+                     a.ops, a.edges, written.c_str(), a.work / 1e3, a.span / 1e3, a.parallelism);
+      });
     }
     if (profiler_) {
-      profiler_->write_chrome_trace(trace_);
-      std::fprintf(stderr, "depengine: wrote the Chrome trace to %s\n%s", trace_.c_str(),
-                   profiler_->summary().table().c_str());
+      attempt([&] {
+        profiler_->write_chrome_trace(trace_);
+        std::fprintf(stderr, "depengine: wrote the Chrome trace to %s\n%s", trace_.c_str(),
+                     profiler_->summary().table().c_str());
+      });
     }
   }
 
