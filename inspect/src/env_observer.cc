@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "depengine/env.h"
 #include "depengine/error.h"
 #include "depengine/graph.h"
 #include "depengine/observer_fanout.h"
@@ -114,7 +115,9 @@ std::shared_ptr<Observer> observer_from_environment() {
   } else if (record.ends_with(".json") && record.size() > 5) {
     json = record;
   } else if (!record.empty() && record != "0") {
-    throw Error("DEPENGINE_RECORD='" + record +
+    // EnvError, as for every DEPENGINE_* variable: tools tell a bad value (exit code 2)
+    // from a runtime failure by it.
+    throw EnvError("DEPENGINE_RECORD='" + record +
                 "' is not 0, 1, or a file name ending in .dot or .json");
   }
   std::string trace = profile == "0" ? "" : profile;
