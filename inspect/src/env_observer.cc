@@ -120,6 +120,10 @@ std::shared_ptr<Observer> observer_from_environment() {
     throw EnvError("DEPENGINE_RECORD='" + record +
                 "' is not 0, 1, or a file name ending in .dot or .json");
   }
+  // Checked as DEPENGINE_RECORD is: "1", say, wrote the trace to a file named "1".
+  if (!profile.empty() && profile != "0" && !(profile.ends_with(".json") && profile.size() > 5)) {
+    throw EnvError("DEPENGINE_PROFILE='" + profile + "' is not 0 or a file name ending in .json");
+  }
   std::string trace = profile == "0" ? "" : profile;
   if (dot.empty() && json.empty() && trace.empty()) return nullptr;
 
