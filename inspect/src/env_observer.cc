@@ -1,8 +1,13 @@
 #include "env_observer.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "depengine/env.h"
@@ -27,6 +32,32 @@ std::string numbered(const std::string& path, int k) {
   const bool has_ext = dot != std::string::npos && (slash == std::string::npos || dot > slash);
   const std::string n = "." + std::to_string(k);
   return has_ext ? path.substr(0, dot) + n + path.substr(dot) : path + n;
+}
+
+// Throws Error when `path` (from the variable `var`) cannot be written, so that a run is
+// refused before its work rather than losing its files at exit. Opens it for writing,
+// creating it (and removing it again) when it does not exist; an existing file is not
+// truncated here. A FIFO without a reader yet (ENXIO) passes: writing it is what was asked.
+void check_writable(const char* var, const std::string& path) {
+  // Processes started together with DEPENGINE_RECORD=1 check the same names: one may remove
+  // its probe between this one's two opens (ENOENT), which is no reason to refuse.
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd >= 0) {
+      ::close(fd);
+      ::unlink(path.c_str());
+      return;
+    }
+    if (errno != EEXIST) break;
+    fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd >= 0) {
+      ::close(fd);
+      return;
+    }
+    if (errno == ENXIO) return;
+    if (errno != ENOENT) break;
+  }
+  throw Error(std::string(var) + ": cannot write '" + path + "': " + std::strerror(errno));
 }
 
 class EnvObserver final : public Observer {
@@ -129,9 +160,10 @@ std::shared_ptr<Observer> observer_from_environment() {
 
   static std::atomic<int> engines{0};
   const int k = engines.fetch_add(1);
-  return std::make_shared<EnvObserver>(dot.empty() ? "" : numbered(dot, k),
-                                       json.empty() ? "" : numbered(json, k),
-                                       trace.empty() ? "" : numbered(trace, k));
+  if (!dot.empty()) check_writable("DEPENGINE_RECORD", dot = numbered(dot, k));
+  if (!json.empty()) check_writable("DEPENGINE_RECORD", json = numbered(json, k));
+  if (!trace.empty()) check_writable("DEPENGINE_PROFILE", trace = numbered(trace, k));
+  return std::make_shared<EnvObserver>(dot, json, trace);
 }
 
 }  // namespace depengine::detail

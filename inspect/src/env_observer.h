@@ -9,7 +9,8 @@ namespace depengine::detail {
 
 // Null when neither variable asks for anything. Otherwise an observer that records and/or
 // profiles, and writes its files when destroyed, which is when the engine that holds it
-// is destroyed (its last op has ended by then). Throws EnvError for a bad value.
+// is destroyed (its last op has ended by then). Throws EnvError for a bad value, Error
+// for a file that cannot be written (checked here, before the engine does any work).
 //
 //   DEPENGINE_RECORD=1          depengine_graph.dot (transitive reduction) and .json
 //   DEPENGINE_RECORD=g.dot      only that DOT file (g.json: only that JSON file)
