@@ -271,6 +271,8 @@ Program from_dump(std::string_view text) {
       std::sort(list->begin(), list->end());
       list->erase(std::unique(list->begin(), list->end()), list->end());
     }
+    // As in a graph file: the engine would refuse the op at push, part way through a run.
+    check_exclusive_lists(s, i, b.program.vars);
     b.program.ops.push_back(std::move(s));
   }
   return std::move(b.program);
