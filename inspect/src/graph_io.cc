@@ -194,7 +194,7 @@ std::string var_names_json(const Graph& graph) {
     const std::string name = graph.var_name(v);
     if (name != "v" + std::to_string(v)) names[std::to_string(v)] = name;
   }
-  return names.dump();
+  return names.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 // A graph with the same nodes and only the chosen edges, for writing.
@@ -434,7 +434,8 @@ std::string Graph::to_json(const DumpOptions& options) const {
     edges_json.push_back(std::move(j));
   }
   doc["edges"] = std::move(edges_json);
-  return doc.dump(1) + "\n";
+  // Names are bytes; what is not UTF-8 becomes U+FFFD rather than failing the whole dump.
+  return doc.dump(1, ' ', false, ordered_json::error_handler_t::replace) + "\n";
 }
 
 namespace {

@@ -88,6 +88,22 @@ TEST(InspectDump, ReducedDumpsKeepOnlyTheReduction) {
   EXPECT_EQ(depengine::analyze(from_json).level_width, depengine::analyze(g).level_width);
 }
 
+// Op and var names are bytes (C++ callers push Latin-1 or cut UTF-8): the JSON dump
+// replaces what is not UTF-8 with U+FFFD instead of failing as a whole (it threw
+// nlohmann's type_error 316, so DEPENGINE_RECORD lost the dump).
+TEST(InspectDump, JsonDumpOfNamesThatAreNotUtf8) {
+  Graph g;
+  depengine::GraphNode n;
+  n.name = "caf\xe9";
+  n.accesses = {{1, 1, depengine::AccessMode::write}};
+  g.add_node(n);
+  g.set_var_name(1, "\xff");
+  const Graph back = Graph::from_json(g.to_json());
+  ASSERT_EQ(back.node_count(), 1u);
+  EXPECT_EQ(back.node(0).name, "caf\xef\xbf\xbd");
+  EXPECT_EQ(back.var_name(1), "\xef\xbf\xbd");
+}
+
 TEST(InspectDump, EmptyGraphRoundTrips) {
   EXPECT_EQ(Graph::from_dot(Graph().to_dot()).node_count(), 0u);
   EXPECT_EQ(Graph::from_json(Graph().to_json()).node_count(), 0u);

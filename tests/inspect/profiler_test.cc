@@ -167,6 +167,22 @@ TEST(InspectProfilerEvents, FailedAndSkippedOpsAreCounted) {
   EXPECT_EQ(instants, 1);
 }
 
+// An op name that is not UTF-8 is replaced by U+FFFD in the trace, which is still written
+// (it threw nlohmann's type_error 316, so DEPENGINE_PROFILE lost the whole trace).
+TEST(InspectProfilerEvents, NamesThatAreNotUtf8) {
+  auto engine = depengine::Engine::create("naive");
+  auto prof = std::make_shared<depengine::Profiler>();
+  engine->set_observer(prof);
+  depengine::Var v = engine->new_var();
+  engine->push([] {}, {}, {v}, {.name = "caf\xe9"});
+  engine->wait_all();
+  engine.reset();
+  const json trace = json::parse(prof->chrome_trace());
+  std::size_t named = 0;
+  for (const json& e : trace["traceEvents"]) named += e["name"] == "caf\xef\xbf\xbd";
+  EXPECT_EQ(named, 1u);
+}
+
 TEST(InspectProfilerEvents, NameGroups) {
   EXPECT_EQ(depengine::name_group("gemm_3_2_1"), "gemm");
   EXPECT_EQ(depengine::name_group("gemm(3)"), "gemm");
