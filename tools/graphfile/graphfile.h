@@ -8,7 +8,8 @@
 // Vars are named by strings and created on first use; an op that lists a var in both
 // "reads" and "writes" reads and writes it. "commute": [...] and "reduce": [...] list vars
 // the op updates as depengine::commute(v) and depengine::reduce(v) do (a run of such ops
-// runs in any order; a var listed there may not be in another list of the same op); the
+// runs in any order; a var listed there may not be in another list of the same op, and an
+// op that reduces must be on the CPU); the
 // ops a graph file runs only spin, so their reductions combine nothing. `cost_us` (default 0) is busy work of that
 // length; `device` ("cpu", "gpu(N)"), `lane` and `priority` are optional. An object that
 // repeats a key is malformed (JSON parsers disagree on which one counts). A graph JSON
