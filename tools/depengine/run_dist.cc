@@ -68,6 +68,8 @@ int run_dist(int argc, char** argv) {
 
   // Owners given by the file: taken out before the graph-file parser sees it.
   std::string text = read_text(file);
+  // Before "owners" is taken out: the dump below keeps only the last of two keys.
+  gf::check_unique_keys(text);
   nlohmann::json owners;
   {
     nlohmann::json doc = nlohmann::json::parse(text, nullptr, false);

@@ -320,6 +320,12 @@ Program parse_program(std::string_view text) {
   return std::move(b.program);
 }
 
+void check_unique_keys(std::string_view text) {
+  DuplicateKeys duplicates;
+  // Not JSON is left to the parse that follows: only a repeated key throws here.
+  (void)json::parse(text, std::ref(duplicates), false);
+}
+
 namespace {
 
 // The whole of a regular file or a pipe. stat() first, so that a device is refused before
