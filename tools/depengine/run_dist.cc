@@ -82,6 +82,8 @@ int run_dist(int argc, char** argv) {
     }
   }
   const gf::Program program = gf::parse_program(text);
+  // Before any work, as on one machine; every rank checks, so all of them stop alike.
+  if (args.has("--trace")) check_writable("--trace", args.str("--trace"));
 
   dd::Context ctx;
   std::vector<int> owner(program.vars.size());
