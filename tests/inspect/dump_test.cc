@@ -104,6 +104,25 @@ TEST(InspectDump, JsonDumpOfNamesThatAreNotUtf8) {
   EXPECT_EQ(back.var_name(1), "\xef\xbf\xbd");
 }
 
+// Boost's DOT reader recurses once per nested subgraph: 100000 of them overflowed the stack
+// (a segfault, from Python's Graph.from_dot too). A depth no dump has is an Error.
+TEST(InspectDump, DeeplyNestedDotIsAnError) {
+  for (const std::string open : {"subgraph {", "{"}) {
+    std::string dot = "digraph G {";
+    for (int i = 0; i < 100000; ++i) dot += open;
+    dot += std::string(100000, '}') + "}";
+    try {
+      Graph::from_dot(dot);
+      ADD_FAILURE() << "accepted";
+    } catch (const depengine::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("nested deeper than"), std::string::npos) << e.what();
+    }
+  }
+  // Braces inside quoted strings are text, not nesting.
+  std::string quoted = "digraph G { label=\"" + std::string(100000, '{') + "\"; }";
+  EXPECT_EQ(Graph::from_dot(quoted).node_count(), 0u);
+}
+
 TEST(InspectDump, EmptyGraphRoundTrips) {
   EXPECT_EQ(Graph::from_dot(Graph().to_dot()).node_count(), 0u);
   EXPECT_EQ(Graph::from_json(Graph().to_json()).node_count(), 0u);
