@@ -597,7 +597,7 @@ Graph Graph::from_json(std::string_view text) {
       a.var = get_u64(acc[k], "var", aw);
       a.version = get_u64(acc[k], "version", aw);
       if (!parse_mode(get_string(acc[k], "mode", aw), a.mode)) {
-        json_error(aw, "mode", "must be read, write or read_write");
+        json_error(aw, "mode", "must be read, write, read_write, commute or reduce");
       }
       n.accesses.push_back(a);
     }

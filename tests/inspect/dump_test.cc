@@ -167,6 +167,14 @@ TEST(InspectDump, BadJsonIsAnErrorNamingNodeAndField) {
                     R"(], "edges": [{"from": 1, "to": 9, "kind": "RAW", "var": 1, "version": 1}]})")
                 .find("edge 0: field 'to'"),
             std::string::npos);
+  // The message lists every mode a dump may hold (it left out commute and reduce, which
+  // dumps of those accesses carry).
+  const std::string sideways =
+      R"({"nodes": [{"id": 1, "name": "a", "device": "cpu", "lane": "compute", "priority": 0,
+          "cost_us": 1, "accesses": [{"var": 1, "version": 1, "mode": "sideways"}]}]})";
+  EXPECT_NE(message(sideways).find("must be read, write, read_write, commute or reduce"),
+            std::string::npos)
+      << message(sideways);
 }
 
 // Issue 11, item 13/14: a repeated key used to be taken silently (the last one counted).
