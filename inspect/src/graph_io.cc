@@ -557,6 +557,10 @@ class DuplicateKeys {
 }  // namespace
 
 Graph Graph::from_json(std::string_view text) {
+  // nlohmann's lexer takes a NUL byte for the end of the input (what followed was ignored).
+  if (const std::size_t nul = text.find('\0'); nul != std::string_view::npos) {
+    throw Error("graph JSON: a NUL byte at byte " + std::to_string(nul + 1) + " (not text)");
+  }
   DuplicateKeys duplicates;
   json doc = json::parse(text, std::ref(duplicates), false);
   if (doc.is_discarded()) throw Error("graph JSON: not valid JSON");

@@ -291,7 +291,19 @@ Program from_dump(std::string_view text) {
 
 }  // namespace
 
+namespace {
+// nlohmann's lexer takes a NUL byte for the end of the input: what followed one was
+// ignored, and the text before it ran as the whole file.
+void check_no_nul(std::string_view text) {
+  if (const std::size_t nul = text.find('\0'); nul != std::string_view::npos) {
+    throw FileError("bad JSON at byte " + std::to_string(nul + 1) + ": a NUL byte (not text)", -1,
+                    "");
+  }
+}
+}  // namespace
+
 Program parse_program(std::string_view text) {
+  check_no_nul(text);
   json doc;
   try {
     DuplicateKeys duplicates;
@@ -321,6 +333,7 @@ Program parse_program(std::string_view text) {
 }
 
 void check_unique_keys(std::string_view text) {
+  check_no_nul(text);
   DuplicateKeys duplicates;
   // Not JSON is left to the parse that follows: only a repeated key throws here.
   (void)json::parse(text, std::ref(duplicates), false);

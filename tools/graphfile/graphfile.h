@@ -79,8 +79,9 @@ inline constexpr long kMaxGeneratedAccesses = 10'000'000;
 // Parses a graph file or a graph JSON dump. Throws FileError; never a partial program.
 Program parse_program(std::string_view text);
 // Throws FileError, naming the place as parse_program does, when an object in the JSON
-// `text` repeats a key; nothing else is checked. For callers that take keys out of a file
-// before parse_program sees it (re-serializing would keep only the last of two keys).
+// `text` repeats a key or the text holds a NUL byte; nothing else is checked. For callers
+// that take keys out of a file before parse_program sees it (re-serializing would keep only
+// the last of two keys, and drop what follows a NUL, which nlohmann takes for the end).
 void check_unique_keys(std::string_view text);
 // Reads `path` ("-": standard input) and parses it. A regular file, or a pipe (so that
 // `depengine run <(depengine generate ...)` works). Throws ReadError when it cannot be
