@@ -1,10 +1,15 @@
 // depengine::Graph: nodes, edges derived from accesses, transitive reduction.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
 #include <boost/graph/topological_sort.hpp>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <iterator>
 #include <set>
 
@@ -202,6 +207,39 @@ std::vector<std::uint64_t> Graph::vars() const {
   return {seen.begin(), seen.end()};
 }
 
+namespace {
+
+// Writes all of `text` to `fd`; false (errno set) when a write fails.
+bool write_all(int fd, std::string_view text) {
+  while (!text.empty()) {
+    const ssize_t n = ::write(fd, text.data(), text.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    text.remove_prefix(static_cast<std::size_t>(n));
+  }
+  return true;
+}
+
+[[noreturn]] void cannot_write(const std::string& path, int err) {
+  throw Error("cannot write '" + path + "'" + (err ? std::string(": ") + std::strerror(err) : ""));
+}
+
+// Opens a new file beside `target` for writing, with `mode` (before the umask); -1 when none
+// can be made there (a folder that is not writable, say).
+int open_beside(const std::string& target, mode_t mode, std::string& name) {
+  static std::atomic<unsigned> counter{0};
+  for (int tries = 0; tries < 100; ++tries) {
+    name = target + ".tmp" + std::to_string(::getpid()) + "_" + std::to_string(counter++);
+    const int fd = ::open(name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+    if (fd >= 0 || errno != EEXIST) return fd;
+  }
+  return -1;
+}
+
+}  // namespace
+
 void write_text_file(const std::string& path, std::string_view text) {
   if (path == "-") {
     if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout)) {
@@ -209,15 +247,48 @@ void write_text_file(const std::string& path, std::string_view text) {
     }
     return;
   }
-  errno = 0;
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (out) out.write(text.data(), static_cast<std::streamsize>(text.size()));
-  if (out) out.close();  // flushes: a full disk shows here
-  if (!out) {
-    const int err = errno;
-    throw Error("cannot write '" + path + "'" +
-                (err ? std::string(": ") + std::strerror(err) : ""));
+  // A regular file, or a new one, is written beside itself and renamed over its place once
+  // whole: a write that fails part way (a full disk) leaves neither a partial file nor a
+  // truncated old one. A symlink's target is the file replaced. Anything else (a FIFO,
+  // /dev/null, /dev/full) is written in place, as is a file whose folder takes no new file.
+  struct stat st {};
+  const bool exists = ::stat(path.c_str(), &st) == 0;
+  if (!exists || S_ISREG(st.st_mode)) {
+    std::string target = path;
+    if (exists) {
+      if (char* real = ::realpath(path.c_str(), nullptr)) {
+        target = real;
+        std::free(real);
+      }
+    }
+    std::string temp;
+    const int fd = open_beside(target, exists ? (st.st_mode & 07777) : 0666, temp);
+    if (fd >= 0) {
+      // open() applies the umask; an existing file keeps its own mode exactly.
+      bool ok = !exists || ::fchmod(fd, st.st_mode & 07777) == 0;
+      ok = ok && write_all(fd, text);
+      int err = ok ? 0 : errno;
+      if (::close(fd) != 0 && ok) {  // some file systems report a full disk only here
+        ok = false;
+        err = errno;
+      }
+      if (ok && ::rename(temp.c_str(), target.c_str()) != 0) {
+        ok = false;
+        err = errno;
+      }
+      if (!ok) {
+        ::unlink(temp.c_str());
+        cannot_write(path, err);
+      }
+      return;
+    }
   }
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (fd < 0) cannot_write(path, errno);
+  const bool ok = write_all(fd, text);
+  const int err = ok ? 0 : errno;
+  if (::close(fd) != 0 && ok) cannot_write(path, errno);
+  if (!ok) cannot_write(path, err);
 }
 
 bool parse_device(std::string_view text, Device& out) noexcept {

@@ -1,4 +1,5 @@
 // Dumps of depengine::Graph: Graphviz DOT through Boost.Graph's graphviz support, and JSON.
+#include <algorithm>
 #include <boost/graph/graphviz.hpp>
 #include <charconv>
 #include <cmath>
@@ -194,7 +195,7 @@ std::string var_names_json(const Graph& graph) {
     const std::string name = graph.var_name(v);
     if (name != "v" + std::to_string(v)) names[std::to_string(v)] = name;
   }
-  return names.dump();
+  return names.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 // A graph with the same nodes and only the chosen edges, for writing.
@@ -291,6 +292,36 @@ void set_var_names(Graph& graph, const json& names, const std::string& origin) {
   }
 }
 
+// Boost's DOT reader recurses once per nested subgraph ("{" or "subgraph {"), so a deep
+// nesting overflowed the stack; dumps nest one level. Braces inside quoted strings, HTML
+// strings and comments are not nesting.
+constexpr int kMaxDotNesting = 256;
+
+void check_dot_nesting(std::string_view text) {
+  int depth = 0, html = 0;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (html > 0) {
+      html += c == '<' ? 1 : c == '>' ? -1 : 0;
+    } else if (c == '"') {
+      for (++i; i < text.size() && text[i] != '"'; ++i) i += text[i] == '\\';
+    } else if (c == '<') {
+      html = 1;
+    } else if (c == '/' && i + 1 < text.size() && text[i + 1] == '/') {
+      i = std::min(text.find('\n', i), text.size());
+    } else if (c == '/' && i + 1 < text.size() && text[i + 1] == '*') {
+      const std::size_t end = text.find("*/", i + 2);
+      i = end == std::string_view::npos ? text.size() : end + 1;
+    } else if (c == '#' && (i == 0 || text[i - 1] == '\n')) {
+      i = std::min(text.find('\n', i), text.size());
+    } else if (c == '{' && ++depth > kMaxDotNesting) {
+      dot_error("syntax", "subgraphs nested deeper than " + std::to_string(kMaxDotNesting));
+    } else if (c == '}') {
+      --depth;
+    }
+  }
+}
+
 }  // namespace
 
 std::string Graph::to_dot(const DumpOptions& options) const {
@@ -318,6 +349,7 @@ Graph Graph::from_dot(std::string_view text) {
   dp.property("version", boost::get(&DotEdge::version, dg));
   boost::ref_property_map<DotGraph*, std::string> names(dg[boost::graph_bundle].var_names);
   dp.property("var_names", names);
+  check_dot_nesting(text);
   try {
     if (!boost::read_graphviz(std::string(text), dg, dp)) dot_error("graph", "not a graph");
   } catch (const boost::graph_exception& e) {
@@ -434,7 +466,8 @@ std::string Graph::to_json(const DumpOptions& options) const {
     edges_json.push_back(std::move(j));
   }
   doc["edges"] = std::move(edges_json);
-  return doc.dump(1) + "\n";
+  // Names are bytes; what is not UTF-8 becomes U+FFFD rather than failing the whole dump.
+  return doc.dump(1, ' ', false, ordered_json::error_handler_t::replace) + "\n";
 }
 
 namespace {
@@ -524,6 +557,10 @@ class DuplicateKeys {
 }  // namespace
 
 Graph Graph::from_json(std::string_view text) {
+  // nlohmann's lexer takes a NUL byte for the end of the input (what followed was ignored).
+  if (const std::size_t nul = text.find('\0'); nul != std::string_view::npos) {
+    throw Error("graph JSON: a NUL byte at byte " + std::to_string(nul + 1) + " (not text)");
+  }
   DuplicateKeys duplicates;
   json doc = json::parse(text, std::ref(duplicates), false);
   if (doc.is_discarded()) throw Error("graph JSON: not valid JSON");
@@ -564,7 +601,7 @@ Graph Graph::from_json(std::string_view text) {
       a.var = get_u64(acc[k], "var", aw);
       a.version = get_u64(acc[k], "version", aw);
       if (!parse_mode(get_string(acc[k], "mode", aw), a.mode)) {
-        json_error(aw, "mode", "must be read, write or read_write");
+        json_error(aw, "mode", "must be read, write, read_write, commute or reduce");
       }
       n.accesses.push_back(a);
     }

@@ -138,7 +138,8 @@ std::string Profiler::chrome_trace() const {
   doc["traceEvents"] = std::move(events);
   doc["otherData"]["generator"] = "depengine profiler";
   doc["otherData"]["ops"] = all.size();
-  return doc.dump() + "\n";
+  // Op names are bytes; what is not UTF-8 becomes U+FFFD rather than failing the whole trace.
+  return doc.dump(-1, ' ', false, ordered_json::error_handler_t::replace) + "\n";
 }
 
 void Profiler::write_chrome_trace(const std::string& path) const {

@@ -148,6 +148,15 @@ TEST_F(IdxTest, ImageAndLabelCountsMustAgree) {
   expect_error([&] { load(dir_.string(), Split::train); }, "3 images but 2 labels");
 }
 
+// A split without examples is named with its file (train said only "BatchPipeline: the
+// data set is empty", for either split).
+TEST_F(IdxTest, EmptySplitIsNamed) {
+  write_idx(path("t10k-images-idx3-ubyte.gz"), kImagesMagic, {0, 2, 3}, {});
+  write_idx(path("t10k-labels-idx1-ubyte.gz"), kLabelsMagic, {0}, {});
+  expect_error([&] { load(dir_.string(), Split::test); },
+               "t10k-images-idx3-ubyte.gz: holds no images");
+}
+
 TEST(IdxRealData, FashionMnistTestSplitLoads) {
   if (!fs::exists(std::string(kDefaultDir) + "/t10k-images-idx3-ubyte.gz")) {
     GTEST_SKIP() << "dataset-fashion-mnist is not installed";

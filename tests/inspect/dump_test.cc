@@ -88,6 +88,41 @@ TEST(InspectDump, ReducedDumpsKeepOnlyTheReduction) {
   EXPECT_EQ(depengine::analyze(from_json).level_width, depengine::analyze(g).level_width);
 }
 
+// Op and var names are bytes (C++ callers push Latin-1 or cut UTF-8): the JSON dump
+// replaces what is not UTF-8 with U+FFFD instead of failing as a whole (it threw
+// nlohmann's type_error 316, so DEPENGINE_RECORD lost the dump).
+TEST(InspectDump, JsonDumpOfNamesThatAreNotUtf8) {
+  Graph g;
+  depengine::GraphNode n;
+  n.name = "caf\xe9";
+  n.accesses = {{1, 1, depengine::AccessMode::write}};
+  g.add_node(n);
+  g.set_var_name(1, "\xff");
+  const Graph back = Graph::from_json(g.to_json());
+  ASSERT_EQ(back.node_count(), 1u);
+  EXPECT_EQ(back.node(0).name, "caf\xef\xbf\xbd");
+  EXPECT_EQ(back.var_name(1), "\xef\xbf\xbd");
+}
+
+// Boost's DOT reader recurses once per nested subgraph: 100000 of them overflowed the stack
+// (a segfault, from Python's Graph.from_dot too). A depth no dump has is an Error.
+TEST(InspectDump, DeeplyNestedDotIsAnError) {
+  for (const std::string open : {"subgraph {", "{"}) {
+    std::string dot = "digraph G {";
+    for (int i = 0; i < 100000; ++i) dot += open;
+    dot += std::string(100000, '}') + "}";
+    try {
+      Graph::from_dot(dot);
+      ADD_FAILURE() << "accepted";
+    } catch (const depengine::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("nested deeper than"), std::string::npos) << e.what();
+    }
+  }
+  // Braces inside quoted strings are text, not nesting.
+  std::string quoted = "digraph G { label=\"" + std::string(100000, '{') + "\"; }";
+  EXPECT_EQ(Graph::from_dot(quoted).node_count(), 0u);
+}
+
 TEST(InspectDump, EmptyGraphRoundTrips) {
   EXPECT_EQ(Graph::from_dot(Graph().to_dot()).node_count(), 0u);
   EXPECT_EQ(Graph::from_json(Graph().to_json()).node_count(), 0u);
@@ -132,6 +167,14 @@ TEST(InspectDump, BadJsonIsAnErrorNamingNodeAndField) {
                     R"(], "edges": [{"from": 1, "to": 9, "kind": "RAW", "var": 1, "version": 1}]})")
                 .find("edge 0: field 'to'"),
             std::string::npos);
+  // The message lists every mode a dump may hold (it left out commute and reduce, which
+  // dumps of those accesses carry).
+  const std::string sideways =
+      R"({"nodes": [{"id": 1, "name": "a", "device": "cpu", "lane": "compute", "priority": 0,
+          "cost_us": 1, "accesses": [{"var": 1, "version": 1, "mode": "sideways"}]}]})";
+  EXPECT_NE(message(sideways).find("must be read, write, read_write, commute or reduce"),
+            std::string::npos)
+      << message(sideways);
 }
 
 // Issue 11, item 13/14: a repeated key used to be taken silently (the last one counted).

@@ -103,6 +103,23 @@ INSTANTIATE_TEST_SUITE_P(Cases, InspectGraphFile, ::testing::ValuesIn(kMalformed
                            return n;
                          });
 
+// nlohmann's lexer takes a NUL byte for the end of the input, so whatever followed one (the
+// rest of a file that is not text) was ignored and the prefix ran as the whole file.
+TEST(InspectGraphFileParse, NulByteIsNotTheEndOfTheFile) {
+  using namespace std::string_literals;
+  for (const std::string& text : {"{\"ops\": []}\n\0{\"ops\": 1}"s,
+                                  "{\"nodes\": []}\0\x01\x02garbage"s}) {
+    try {
+      gf::parse_program(text);
+      ADD_FAILURE() << "parsed";
+    } catch (const gf::FileError& e) {
+      EXPECT_NE(std::string(e.what()).find("a NUL byte"), std::string::npos) << e.what();
+    }
+    EXPECT_THROW(depengine::Graph::from_json(text), depengine::Error);
+    EXPECT_THROW(gf::check_unique_keys(text), gf::FileError);  // run under mpirun
+  }
+}
+
 TEST(InspectGraphFileParse, ExampleFromTheIssue) {
   const gf::Program p = gf::parse_program(R"({ "ops": [
       {"name": "potrf_0", "reads": [], "writes": ["A00"], "cost_us": 40},

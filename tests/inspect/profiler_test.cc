@@ -1,6 +1,7 @@
 // The profiler: per-op times, Chrome trace that lists every op once with no overlap on a
 // worker, flow arrows along dependencies, summaries; DEPENGINE_PROFILE / DEPENGINE_RECORD.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -166,6 +167,22 @@ TEST(InspectProfilerEvents, FailedAndSkippedOpsAreCounted) {
   EXPECT_EQ(instants, 1);
 }
 
+// An op name that is not UTF-8 is replaced by U+FFFD in the trace, which is still written
+// (it threw nlohmann's type_error 316, so DEPENGINE_PROFILE lost the whole trace).
+TEST(InspectProfilerEvents, NamesThatAreNotUtf8) {
+  auto engine = depengine::Engine::create("naive");
+  auto prof = std::make_shared<depengine::Profiler>();
+  engine->set_observer(prof);
+  depengine::Var v = engine->new_var();
+  engine->push([] {}, {}, {v}, {.name = "caf\xe9"});
+  engine->wait_all();
+  engine.reset();
+  const json trace = json::parse(prof->chrome_trace());
+  std::size_t named = 0;
+  for (const json& e : trace["traceEvents"]) named += e["name"] == "caf\xef\xbf\xbd";
+  EXPECT_EQ(named, 1u);
+}
+
 TEST(InspectProfilerEvents, NameGroups) {
   EXPECT_EQ(depengine::name_group("gemm_3_2_1"), "gemm");
   EXPECT_EQ(depengine::name_group("gemm(3)"), "gemm");
@@ -218,6 +235,30 @@ TEST(InspectEnvironment, ProfileAndRecordAreWrittenWhenTheEngineIsDestroyed) {
   const depengine::Graph g = depengine::Graph::from_dot(slurp(dot));
   EXPECT_EQ(g.node_count(), 12u);
   EXPECT_DOUBLE_EQ(depengine::analyze(g, {.unit_costs = true}).span, 6);
+  std::remove(trace.c_str());
+  std::remove(dot.c_str());
+}
+
+// A file that cannot be written at the end (a full disk) does not cost the others: the
+// trace is still written when the graph's dump fails (it stopped at the first failure).
+TEST(InspectEnvironment, OneFailedWriteDoesNotLoseTheOtherFiles) {
+  const std::string dir = depengine::test::scratch_prefix();
+  const std::string trace = dir + "inspect_env_full_trace.json";
+  const std::string dot = dir + "inspect_env_full_graph.dot";
+  std::remove(trace.c_str());
+  std::remove(dot.c_str());
+  ASSERT_EQ(::symlink("/dev/full", dot.c_str()), 0);
+  {
+    ScopedEnv p("DEPENGINE_PROFILE", trace);
+    ScopedEnv r("DEPENGINE_RECORD", dot);
+    auto engine = depengine::Engine::create("threaded", {.cpu_threads = 2});
+    gf::run(*engine, gf::generate_forkjoin(4, 2, 10));
+  }
+  ASSERT_FALSE(slurp(trace).empty()) << "the trace was not written";
+  const json t = json::parse(slurp(trace));
+  std::size_t slices = 0;
+  for (const json& e : t["traceEvents"]) slices += e["ph"] == "X";
+  EXPECT_EQ(slices, 12u);
   std::remove(trace.c_str());
   std::remove(dot.c_str());
 }

@@ -161,8 +161,17 @@ std::filesystem::path same_file_key(const std::string& path) {
 void check_distinct_outputs(const Args& args, const std::vector<std::string>& flags,
                             const std::vector<std::string>& inputs) {
   std::vector<std::pair<std::string, std::filesystem::path>> seen;
+  std::string to_stdout;  // the first output flag given "-"
   for (const std::string& f : flags) {
-    if (!args.has(f) || args.str(f) == "-") continue;
+    if (!args.has(f)) continue;
+    if (args.str(f) == "-") {
+      // Two of them would interleave into one stream that no reader parses.
+      if (!to_stdout.empty()) {
+        throw UsageError(to_stdout + " '-' and " + f + " '-' both write to standard output");
+      }
+      to_stdout = f;
+      continue;
+    }
     std::filesystem::path p = same_file_key(args.str(f));
     for (const std::string& in : inputs) {
       if (in != "-" && same_file_key(in) == p) {

@@ -92,8 +92,8 @@ bool wants_help(int argc, char** argv);
 void check_writable(const std::string& flag, const std::string& path);
 
 // Throws UsageError when two of the output flags in `flags` name the same file (the second
-// write would replace the first), or one names an input file in `inputs` (it would replace
-// the input; "-", standard input, is not a file).
+// write would replace the first) or both "-" (standard output), or one names an input file
+// in `inputs` (it would replace the input; "-", standard input, is not a file).
 void check_distinct_outputs(const Args& args, const std::vector<std::string>& flags,
                             const std::vector<std::string>& inputs = {});
 

@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "args.h"
 #include "commands.h"
 #include "demo_conclusions.h"
 #include "depengine/ndarray.h"
@@ -411,44 +412,53 @@ void memory(const Options& o) {
 // bound, about 1 GB in all).
 constexpr std::size_t kMaxN = 8192;
 
-int usage(std::FILE* out) {
-  std::fprintf(out,
-               "usage: depengine demo [--n N] [--quick]\n"
-               "  replays the experiments of d2l.ai chapter 13.2 on the naive and threaded\n"
-               "  engines. --n sets the matrix size (1 to 8192, default 1000); --quick runs\n"
-               "  smaller loops (for tests).\n");
-  return out == stdout ? 0 : 2;
+constexpr const char* kHelp =
+    "usage: depengine demo [--n N] [--quick]\n"
+    "  replays the experiments of d2l.ai chapter 13.2 on the naive and threaded\n"
+    "  engines. --n sets the matrix size (1 to 8192; default 1000, or 200 with --quick);\n"
+    "  --quick runs smaller loops (for tests).\n";
+
+// The hidden arguments memory_in_child passes: "--memory-run BOUND BATCHES".
+int memory_child_from(int argc, char** argv) {
+  long bound = 0;
+  int batches = 0;
+  auto parse = [](const char* s, auto& out) {
+    const std::string_view v = s;
+    auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
+    return ec == std::errc() && end == v.data() + v.size();
+  };
+  if (argc != 3 || !parse(argv[1], bound) || !parse(argv[2], batches) || batches < 1) {
+    throw UsageError("--memory-run takes a bound and a positive number of batches");
+  }
+  return memory_child(bound, batches);
 }
 
 }  // namespace
 
 int demo(int argc, char** argv) {
-  Options o;
-  for (int i = 0; i < argc; ++i) {
-    const std::string_view arg = argv[i];
-    if (arg == "--help" || arg == "-h") return usage(stdout);
-    if (arg == "--quick") {
-      o.n = 200;
-      o.repeats = 4;
-      o.increments = 500;
-      o.batches = 24;
-    } else if (arg == "--n" && i + 1 < argc) {
-      const std::string_view s = argv[++i];
-      auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), o.n);
-      if (ec != std::errc() || end != s.data() + s.size() || o.n < 1 || o.n > kMaxN) {
-        std::fprintf(stderr, "depengine demo: --n must be an integer in [1, %zu], got '%.*s'\n",
-                     kMaxN, static_cast<int>(s.size()), s.data());
-        return 2;
-      }
-    } else if (arg == "--memory-run" && i + 2 < argc) {
-      // Hidden: one variant of experiment 5, run by memory_in_child in a fresh process.
-      const long bound = std::stol(argv[i + 1]);
-      const int batches = std::stoi(argv[i + 2]);
-      return memory_child(bound, batches);
-    } else {
-      return usage(stderr);
-    }
+  if (wants_help(argc, argv)) {
+    std::fputs(kHelp, stdout);
+    return 0;
   }
+  if (argc > 0 && std::string_view(argv[0]) == "--memory-run") {
+    return memory_child_from(argc, argv);
+  }
+  // The shared parser: a flag without its value, an unknown flag or a stray argument is
+  // named on one line (they printed the usage, naming nothing), and --n=N works as
+  // elsewhere.
+  const Args args(argc, argv, {"--n"}, {"--quick"});
+  if (!args.positional().empty()) {
+    throw UsageError("unexpected argument '" + args.positional().front() + "'");
+  }
+  Options o;
+  if (args.has("--quick")) {
+    o.n = 200;
+    o.repeats = 4;
+    o.increments = 500;
+    o.batches = 24;
+  }
+  // --n wins over --quick's size whatever their order (`--n 500 --quick` ran n = 200).
+  o.n = args.integer<std::size_t>("--n", o.n, 1, kMaxN);
   auto naive = Engine::create("naive");
   auto threaded = Engine::create("threaded");
   std::printf(

@@ -60,11 +60,14 @@ void print_analysis(const gf::Program& p, const Graph& g, const GraphAnalysis& a
     std::printf("work: %.3f ms  span: %.3f ms  parallelism: %.2f  (from cost_us)\n",
                 a.work / 1e3, a.span / 1e3, a.parallelism);
   }
-  if (a.commute_runs > 0 || a.reduce_runs > 0) {
+  if (a.commute_runs > 0) {
     std::printf("commute runs: %zu, heaviest %.3f %s on %s (one at a time: parallelism uses it "
                 "when above the span); reduce runs: %zu\n",
                 a.commute_runs, unit ? a.heaviest_commute_run : a.heaviest_commute_run / 1e3,
                 unit ? "ops" : "ms", g.var_name(a.heaviest_commute_var).c_str(), a.reduce_runs);
+  } else if (a.reduce_runs > 0) {
+    // No commute run, so no heaviest one to name (heaviest_commute_var is 0, no var).
+    std::printf("commute runs: 0; reduce runs: %zu\n", a.reduce_runs);
   }
   std::printf("levels: %zu, widest %zu\n", a.level_width.size(), a.max_width);
   std::printf("critical path (%zu ops): %s\n", a.critical_path.size(),

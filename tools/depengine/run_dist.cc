@@ -68,6 +68,8 @@ int run_dist(int argc, char** argv) {
 
   // Owners given by the file: taken out before the graph-file parser sees it.
   std::string text = read_text(file);
+  // Before "owners" is taken out: the dump below keeps only the last of two keys.
+  gf::check_unique_keys(text);
   nlohmann::json owners;
   {
     nlohmann::json doc = nlohmann::json::parse(text, nullptr, false);
@@ -80,6 +82,8 @@ int run_dist(int argc, char** argv) {
     }
   }
   const gf::Program program = gf::parse_program(text);
+  // Before any work, as on one machine; every rank checks, so all of them stop alike.
+  if (args.has("--trace")) check_writable("--trace", args.str("--trace"));
 
   dd::Context ctx;
   std::vector<int> owner(program.vars.size());

@@ -59,6 +59,20 @@ void usage() {
       fm::kDefaultDir, kMaxEpochs, kMaxBatch, kMaxLr, kMaxHidden);
 }
 
+// A number in (0, hi] for a float setting: one that rounds to 0 as a float (1e-50) is
+// named here, not refused by the trainer after the data is read, naming no flag.
+float positive_float(const Args& args, const std::string& flag, float fallback, double hi) {
+  const float v = static_cast<float>(args.positive(flag, fallback, hi));
+  if (!(v > 0.0f)) {
+    const std::string s = args.str(flag);
+    char range[32];
+    std::snprintf(range, sizeof range, "(0, %g]", hi);
+    throw UsageError(flag + " must be a number in " + range + ", got '" + s + "' (as a float, " +
+                     s + " is 0)");
+  }
+  return v;
+}
+
 Options parse(const Args& args) {
   if (!args.positional().empty()) {
     throw UsageError("unexpected argument '" + args.positional().front() + "'");
@@ -74,8 +88,8 @@ Options parse(const Args& args) {
   o.train.batch = args.integer<std::size_t>("--batch", o.train.batch, 1, kMaxBatch);
   o.engine = args.choice("--engine", o.engine, {"naive", "threaded"});
   o.threads = args.integer("--threads", o.threads, 1, 1024);
-  o.train.lr = static_cast<float>(args.positive("--lr", o.train.lr, kMaxLr));
-  o.train.lr_decay = static_cast<float>(args.positive("--lr-decay", o.train.lr_decay, 1));
+  o.train.lr = positive_float(args, "--lr", o.train.lr, kMaxLr);
+  o.train.lr_decay = positive_float(args, "--lr-decay", o.train.lr_decay, 1);
   o.train.seed = args.integer<std::uint64_t>("--seed", o.train.seed, 0,
                                              std::numeric_limits<std::uint64_t>::max());
   o.train.hidden = args.integer<std::size_t>("--hidden", o.train.hidden, 1, kMaxHidden);

@@ -152,6 +152,8 @@ Dataset load(const std::string& dir, Split split) {
   const std::string prefix = dir + (split == Split::train ? "/train" : "/t10k");
   Dataset d;
   d.images = read_images(prefix + "-images-idx3-ubyte.gz");
+  // Valid IDX, but nothing to train or test on: said here, where the file is known.
+  if (d.images.count == 0) fail(prefix + "-images-idx3-ubyte.gz", "holds no images");
   d.labels = read_labels(prefix + "-labels-idx1-ubyte.gz");
   if (d.labels.size() != d.images.count) {
     throw Error("Fashion-MNIST in " + dir + ": " + std::to_string(d.images.count) +

@@ -49,7 +49,7 @@ struct Dataset {
 enum class Split { train, test };
 
 // "<dir>/train-images-idx3-ubyte.gz" and "<dir>/train-labels-idx1-ubyte.gz" (t10k-... for
-// the test split), checked to hold the same number of examples.
+// the test split), checked to hold the same number of examples, at least one.
 Dataset load(const std::string& dir, Split split);
 
 // Writes an IDX file, gzip-compressed when `gzip` (tests and tools make small data sets

@@ -170,6 +170,15 @@ void check_exclusive_lists(const OpSpec& s, std::size_t i, const std::vector<std
   }
 }
 
+// reduce(v) contributes into the running thread's private buffer: the engine takes it only
+// in a CPU op, and refused a GPU one at push, part way through a run.
+void check_reduce_device(const OpSpec& s, std::size_t i, const std::vector<std::string>& names) {
+  if (s.reduces.empty() || s.device.is_cpu()) return;
+  op_error(i, "reduce",
+           "var '" + names[s.reduces.front()] + "' is reduced on " + s.device.str() +
+               " (reduce needs an op on the CPU: its private buffer is the running thread's)");
+}
+
 OpSpec read_op(const json& op, std::size_t i, Builder& b) {
   if (!op.is_object()) {
     throw FileError("op " + std::to_string(i) + ": must be an object, got " + describe(op),
@@ -209,6 +218,7 @@ OpSpec read_op(const json& op, std::size_t i, Builder& b) {
       op_error(i, "device", "unknown device " + describe(*d) + " (expected \"cpu\" or \"gpu(N)\")");
     }
   }
+  check_reduce_device(s, i, b.program.vars);
   if (auto l = op.find("lane"); l != op.end()) {
     if (!l->is_string() || !parse_lane(l->get_ref<const std::string&>(), s.lane)) {
       op_error(i, "lane",
@@ -271,6 +281,9 @@ Program from_dump(std::string_view text) {
       std::sort(list->begin(), list->end());
       list->erase(std::unique(list->begin(), list->end()), list->end());
     }
+    // As in a graph file: the engine would refuse the op at push, part way through a run.
+    check_exclusive_lists(s, i, b.program.vars);
+    check_reduce_device(s, i, b.program.vars);
     b.program.ops.push_back(std::move(s));
   }
   return std::move(b.program);
@@ -278,7 +291,19 @@ Program from_dump(std::string_view text) {
 
 }  // namespace
 
+namespace {
+// nlohmann's lexer takes a NUL byte for the end of the input: what followed one was
+// ignored, and the text before it ran as the whole file.
+void check_no_nul(std::string_view text) {
+  if (const std::size_t nul = text.find('\0'); nul != std::string_view::npos) {
+    throw FileError("bad JSON at byte " + std::to_string(nul + 1) + ": a NUL byte (not text)", -1,
+                    "");
+  }
+}
+}  // namespace
+
 Program parse_program(std::string_view text) {
+  check_no_nul(text);
   json doc;
   try {
     DuplicateKeys duplicates;
@@ -305,6 +330,13 @@ Program parse_program(std::string_view text) {
   b.program.ops.reserve(ops->size());
   for (std::size_t i = 0; i < ops->size(); ++i) b.program.ops.push_back(read_op((*ops)[i], i, b));
   return std::move(b.program);
+}
+
+void check_unique_keys(std::string_view text) {
+  check_no_nul(text);
+  DuplicateKeys duplicates;
+  // Not JSON is left to the parse that follows: only a repeated key throws here.
+  [[maybe_unused]] const json parsed = json::parse(text, std::ref(duplicates), false);
 }
 
 namespace {

@@ -8,7 +8,8 @@
 // Vars are named by strings and created on first use; an op that lists a var in both
 // "reads" and "writes" reads and writes it. "commute": [...] and "reduce": [...] list vars
 // the op updates as depengine::commute(v) and depengine::reduce(v) do (a run of such ops
-// runs in any order; a var listed there may not be in another list of the same op); the
+// runs in any order; a var listed there may not be in another list of the same op, and an
+// op that reduces must be on the CPU); the
 // ops a graph file runs only spin, so their reductions combine nothing. `cost_us` (default 0) is busy work of that
 // length; `device` ("cpu", "gpu(N)"), `lane` and `priority` are optional. An object that
 // repeats a key is malformed (JSON parsers disagree on which one counts). A graph JSON
@@ -77,6 +78,11 @@ inline constexpr long kMaxGeneratedAccesses = 10'000'000;
 
 // Parses a graph file or a graph JSON dump. Throws FileError; never a partial program.
 Program parse_program(std::string_view text);
+// Throws FileError, naming the place as parse_program does, when an object in the JSON
+// `text` repeats a key or the text holds a NUL byte; nothing else is checked. For callers
+// that take keys out of a file before parse_program sees it (re-serializing would keep only
+// the last of two keys, and drop what follows a NUL, which nlohmann takes for the end).
+void check_unique_keys(std::string_view text);
 // Reads `path` ("-": standard input) and parses it. A regular file, or a pipe (so that
 // `depengine run <(depengine generate ...)` works). Throws ReadError when it cannot be
 // read ("'x' is a directory", "'x' is not a regular file or a pipe"), FileError when it

@@ -196,7 +196,9 @@ class GraphRecorder : public Observer {
   std::unordered_map<std::uint64_t, std::int64_t> started_;
 };
 
-// Writes `text` to `path` ("-" is stdout). Throws Error when it cannot.
+// Writes `text` to `path` ("-" is stdout). Throws Error when it cannot. A regular file is
+// replaced only once the whole text is written (through a file beside it, renamed over it),
+// so a failed write leaves the old file, or none; a symlink keeps pointing at the new file.
 void write_text_file(const std::string& path, std::string_view text);
 
 // The spellings dumps and graph files use: "cpu", "gpu(1)" (also "gpu" for gpu(0) and
