@@ -272,7 +272,17 @@ NDArray ArrayInternals::make(Engine& e, Shape shape, Device device, const char* 
 #else
   using Alloc = tbb::scalable_allocator<Chunk>;
 #endif
-  NDArray out(std::allocate_shared<Chunk>(Alloc{}, e, n, device), std::move(shape));
+  std::shared_ptr<Chunk> chunk;
+  try {
+    chunk = std::allocate_shared<Chunk>(Alloc{}, e, n, device);
+  } catch (const std::bad_alloc&) {
+    // A shape within the limits that the allocator still refuses: say which op and how
+    // much, as for a shape that does not fit. Nothing was pushed (the var, made first, goes
+    // with its handle), so the engine goes on.
+    throw Error(std::string(op) + ": out of memory: shape " + shape_str(shape) + " on " +
+                device.str() + " needs " + std::to_string(n * sizeof(float)) + " bytes");
+  }
+  NDArray out(std::move(chunk), std::move(shape));
   if (t_recorded_chunks) t_recorded_chunks->push_back(out.chunk_);
   return out;
 }

@@ -149,6 +149,26 @@ TEST_P(ShapeLimits, MatrixProductsThatDoNotFitAreRejected) {
   EXPECT_EQ(nd::dot(wide, tall).to_vector(), std::vector<float>{});
 }
 
+// A shape within the limits whose storage the allocator refuses (2^50 floats, 4 PiB: more
+// than the 47-bit address space, whatever the overcommit policy) threw std::bad_alloc, which
+// names neither the op nor the shape. Now it is an Error that does, nothing is pushed or
+// kept, and the engine goes on.
+TEST_P(ShapeLimits, StorageTheAllocatorRefusesIsAnErrorNamingTheOpAndShape) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "a sanitizer's allocator aborts on a failed allocation instead of throwing";
+#endif
+  const Shape huge{k2e40, 1024};
+  const char* shape = "(1099511627776, 1024)";
+  expect_rejected([&] { (void)nd::zeros(huge); }, {"zeros", shape, "out of memory", "bytes"});
+  expect_rejected([&] { (void)nd::random_normal(huge); }, {"random_normal", shape});
+  expect_rejected([&] { (void)nd::ones(huge, Device::gpu(0)); }, {"ones", shape, "gpu(0)"});
+  // A product within BLAS's int sizes whose (2^20, 2^30) result cannot be allocated.
+  NDArray tall = nd::zeros({std::size_t{1} << 20, 0});
+  NDArray wide = nd::zeros({0, std::size_t{1} << 30});
+  waitall();
+  expect_rejected([&] { (void)nd::dot(tall, wide); }, {"dot", "(1048576, 1073741824)"});
+}
+
 TEST_P(ShapeLimits, EmptyArraysWithHugeDimensionsStillWork) {
   // Valid: the non-zero product 2^59 floats is 2^61 bytes. The transpose kernel divided by
   // 32 · 2^59, which wraps to 0.
