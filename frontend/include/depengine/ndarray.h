@@ -210,7 +210,9 @@ NDArray array(const std::vector<float>& values, const Shape& shape,
 
 // Random arrays from the current engine's counter-based generator (Philox4x32-10). The
 // generator's state is an engine var that each random op reads and writes, so the same
-// seed gives the same arrays on any engine and any number of workers.
+// seed gives the same arrays on any engine and any number of workers. low <= high and
+// mean, stddev >= 0 must be finite, and so must high - low (numpy's rule): otherwise Error,
+// and nothing is pushed.
 NDArray random_uniform(const Shape& shape, float low = 0.0f, float high = 1.0f,
                        Device device = Device::cpu());
 NDArray random_normal(const Shape& shape, float mean = 0.0f, float stddev = 1.0f,
