@@ -113,8 +113,20 @@ void replay(const Segment& segment, const std::vector<NDArray>& inputs) {
     }
     if (&c != ArrayInternals::chunk(recorded)) copies.push_back(i);
   }
+  // Inputs are bound as a call binds its arguments, all to their values before the replay.
+  // An input that is itself a recorded input which another copy overwrites (replay(seg,
+  // {y, x}) swaps) would be read after that copy, in push order: it is snapshot first.
+  std::vector<NDArray> sources(inputs);
   for (std::size_t i : copies) {
-    push_copy(*d.engine, *ArrayInternals::chunk(d.inputs[i]), *ArrayInternals::chunk(inputs[i]), i);
+    const Chunk* src = ArrayInternals::chunk(inputs[i]);
+    const bool overwritten = std::any_of(copies.begin(), copies.end(), [&](std::size_t j) {
+      return ArrayInternals::chunk(d.inputs[j]) == src;
+    });
+    if (overwritten) sources[i] = nd::copy(inputs[i]);
+  }
+  for (std::size_t i : copies) {
+    push_copy(*d.engine, *ArrayInternals::chunk(d.inputs[i]), *ArrayInternals::chunk(sources[i]),
+              i);
   }
   d.engine->replay(d.ops);
 }

@@ -119,6 +119,27 @@ TEST_P(Record, InputsAreCheckedAtReplay) {
   EXPECT_EQ(y.to_vector(), std::vector<float>(6, 2));
 }
 
+// Inputs given as each other's recorded arrays are bound to their values before the replay,
+// as a function call binds its arguments: with the copies pushed one after another,
+// replay(seg, {y, x}) copied y into x and then that new x into y, so both held y.
+TEST_P(Record, InputsThatAreOtherRecordedInputsAreBoundToTheirOldValues) {
+  NDArray x = nd::array({1, 2}, {2}, device());
+  NDArray y = nd::array({10, 20}, {2}, device());
+  NDArray d;
+  nd::Segment seg = nd::record({x, y}, [&] { d = x - y; });
+  EXPECT_EQ(d.to_vector(), (std::vector<float>{-9, -18}));
+  nd::replay(seg, {y, x});  // swapped
+  EXPECT_EQ(d.to_vector(), (std::vector<float>{9, 18}));
+  EXPECT_EQ(x.to_vector(), (std::vector<float>{10, 20}));
+  EXPECT_EQ(y.to_vector(), (std::vector<float>{1, 2}));
+  nd::replay(seg, {y, y});  // y's value bound to both
+  EXPECT_EQ(d.to_vector(), (std::vector<float>{0, 0}));
+  EXPECT_EQ(x.to_vector(), (std::vector<float>{1, 2}));
+  // x gets a new value and y gets x's old one, not the new.
+  nd::replay(seg, {nd::array({3, 4}, {2}, device()), x});
+  EXPECT_EQ(d.to_vector(), (std::vector<float>{2, 2}));
+}
+
 TEST_P(Record, BlockingInsideTheRegionIsAnError) {
   NDArray x = nd::ones({2}, device());
   expect_error([&] { (void)nd::record([&] { (void)nd::sum(x).to_vector(); }); },
