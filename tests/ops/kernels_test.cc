@@ -11,6 +11,7 @@
 #include "depengine/ops/elementwise.h"
 #include "depengine/ops/fill.h"
 #include "depengine/ops/gemm.h"
+#include "depengine/ops/nn.h"
 #include "depengine/ops/random.h"
 #include "depengine/ops/reduce.h"
 #include "depengine/ops/transpose.h"
@@ -228,6 +229,25 @@ TEST(OpsReduce, AlongEachAxisOfOddShapes) {
       }
     }
   }
+}
+
+// A label that is not a class index names its value as given: std::to_string printed 1e-7
+// as "0.000000", a valid index, and 0.5 as "0.500000".
+TEST(OpsNn, SoftmaxXentNamesABadLabelAsGiven) {
+  const std::vector<float> logits(2 * 3, 0.0f);
+  std::vector<float> grad(2 * 3);
+  float loss = 0.0f;
+  auto expect_label = [&](float bad, const char* text) {
+    const std::vector<float> labels = {1.0f, bad};
+    depengine::test::expect_error(
+        [&] { cpu::softmax_xent(kCtx, logits.data(), labels.data(), 2, 3, &loss, grad.data()); },
+        {text, "of row 1 is not a class index in [0, 3)"});
+  };
+  expect_label(1e-7f, "label 1e-07 ");
+  expect_label(0.5f, "label 0.5 ");
+  expect_label(3.0f, "label 3 ");
+  expect_label(-1.0f, "label -1 ");
+  expect_label(std::nanf(""), "label nan ");
 }
 
 TEST(OpsFill, FillArangeCopy) {
