@@ -78,6 +78,9 @@ struct Context {
   Engine* const engine;
   const Var rng_var;
   Rng* const rng;  // freed by rng_var's deferred delete
+  // The context that was current on the thread when this one's EngineScope began: the
+  // thread's scopes form a chain from its innermost one.
+  Context* previous = nullptr;
 };
 
 // The innermost EngineScope's context on this thread, else the one on Engine::get().

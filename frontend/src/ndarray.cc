@@ -391,12 +391,18 @@ void waitall() { current_engine().wait_all(); }
 
 Engine& current_engine() { return *detail::current_context().engine; }
 
-EngineScope::EngineScope(Engine& engine)
-    : context_(std::make_unique<detail::Context>(engine)), previous_(detail::t_context) {
+EngineScope::EngineScope(Engine& engine) : context_(std::make_unique<detail::Context>(engine)) {
+  context_->previous = detail::t_context;
   detail::t_context = context_.get();
 }
 
-EngineScope::~EngineScope() { detail::t_context = previous_; }
+EngineScope::~EngineScope() {
+  // Unlinked wherever it is in the chain: a scope that ends before an inner one (scopes held
+  // in unique_ptrs) must not leave the inner one to return to this freed context.
+  detail::Context** link = &detail::t_context;
+  while (*link && *link != context_.get()) link = &(*link)->previous;
+  if (*link) *link = context_->previous;
+}
 
 namespace nd {
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -276,6 +277,25 @@ TEST(NDArray, EngineScopeTargetsAnotherEngine) {
     waitall();
   }
   EXPECT_EQ(&current_engine(), before);
+}
+
+// Scopes held in unique_ptrs and ended out of order: the inner scope, ending last, went
+// back to the outer one's freed context, and the next creation function read freed memory
+// (ASan: heap-use-after-free; release: arrays pushed to the wrong engine). A scope that ends
+// now unlinks itself wherever it is among the thread's scopes.
+TEST(NDArray, EngineScopesEndingOutOfOrderLeaveNoDanglingScope) {
+  auto e0 = Engine::create("naive"), e1 = Engine::create("naive"), e2 = Engine::create("naive");
+  EngineScope base(*e0);
+  auto outer = std::make_unique<EngineScope>(*e1);
+  auto inner = std::make_unique<EngineScope>(*e2);
+  outer.reset();  // not the innermost: the inner scope stays current
+  EXPECT_EQ(&current_engine(), e2.get());
+  EXPECT_EQ(&nd::ones({2}).engine(), e2.get());
+  inner.reset();  // returns to what was current before the outer scope
+  EXPECT_EQ(&current_engine(), e0.get());
+  EXPECT_EQ(nd::ones({2}).to_vector(), (std::vector<float>{1, 1}));
+  EXPECT_EQ(&nd::ones({2}).engine(), e0.get());
+  e2->wait_all();
 }
 
 TEST(NDArray, StorageIsFreedWhenTheLastHandleGoes) {

@@ -178,7 +178,9 @@ Engine& current_engine();
 //     NDArray x = nd::ones({3});   // pushed to *e
 //   }
 //
-// A scope belongs to the thread that made it; destroy scopes in reverse order.
+// A scope belongs to the thread that made it, and ends on that thread. Scopes may end in
+// any order: one that ends while a scope made after it lives leaves that one current, and
+// the later scope, when it ends, returns to what was current before the earlier one.
 class EngineScope {
  public:
   explicit EngineScope(Engine& engine);
@@ -188,7 +190,6 @@ class EngineScope {
 
  private:
   std::unique_ptr<detail::Context> context_;
-  detail::Context* previous_;
 };
 
 namespace nd {
