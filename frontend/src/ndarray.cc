@@ -239,15 +239,22 @@ Chunk::~Chunk() {
   }
 }
 
-Context::Context(Engine& e) : engine(&e), rng_var(e.new_var()), rng(new Rng{}) {}
+Generator::Generator(Engine& e) : engine(&e), var(e.new_var()), rng(new Rng{}) {}
 
-Context::~Context() {
+Generator::~Generator() {
   Rng* r = rng;
   try {
-    engine->delete_var(rng_var, [r] { delete r; });
+    engine->delete_var(var, [r] { delete r; });
   } catch (...) {
     if (engine->pending() == 0) delete r;  // as in ~Chunk: never under a running op
   }
+}
+
+Context::Context(Engine& e) : engine(&e), generator(std::make_shared<Generator>(e)) {}
+
+Generator& use_generator(const Context& cx) {
+  if (t_recorded_generators) t_recorded_generators->push_back(cx.generator);
+  return *cx.generator;
 }
 
 Context& current_context() {

@@ -288,7 +288,8 @@ NDArray fill(const Shape& shape, float value, Device device, const char* name) {
 template <class Draw>
 void push_random(const Chunk& out, std::size_t n, const char* name, Draw draw) {
   detail::Context& cx = detail::current_context();
-  detail::Rng* rng = cx.rng;
+  const detail::Generator& gen = detail::use_generator(cx);
+  detail::Rng* rng = gen.rng;
   const Ptr po = detail::ptr(out);
   auto take = [rng, n] {
     const std::pair<std::uint64_t, std::uint64_t> kc{rng->key, rng->counter};
@@ -301,7 +302,7 @@ void push_random(const Chunk& out, std::size_t n, const char* name, Draw draw) {
           const auto kc = take();
           draw(ctx, CpuKernels{}, kc.first, kc.second, po.get());
         },
-        {cx.rng_var}, {cx.rng_var, out.var}, PushOptions{.name = name});
+        {gen.var}, {gen.var, out.var}, PushOptions{.name = name});
     return;
   }
   const bool simulated = out.simulated;
@@ -312,7 +313,7 @@ void push_random(const Chunk& out, std::size_t n, const char* name, Draw draw) {
           draw(c, k, kc.first, kc.second, po.get());
         });
       },
-      {cx.rng_var}, {cx.rng_var, out.var},
+      {gen.var}, {gen.var, out.var},
       PushOptions{.device = out.device, .lane = Lane::compute, .name = name});
 }
 
@@ -527,13 +528,14 @@ NDArray random_normal(const Shape& shape, float mean, float stddev, Device devic
 
 void seed(std::uint64_t s) {
   detail::Context& cx = detail::current_context();
-  detail::Rng* rng = cx.rng;
+  const detail::Generator& gen = detail::use_generator(cx);
+  detail::Rng* rng = gen.rng;
   cx.engine->push(
       [=] {
         rng->key = s;
         rng->counter = 0;
       },
-      {}, {cx.rng_var}, PushOptions{.name = "seed"});
+      {}, {gen.var}, PushOptions{.name = "seed"});
 }
 
 NDArray dot(const NDArray& a, const NDArray& b) {

@@ -21,6 +21,7 @@ struct Segment::Data {
   depengine::Segment ops;
   std::vector<NDArray> inputs;
   std::vector<std::shared_ptr<detail::Chunk>> kept;
+  std::vector<std::shared_ptr<detail::Generator>> generators;
 };
 
 namespace {
@@ -79,12 +80,20 @@ Segment record(std::vector<NDArray> inputs, const std::function<void()>& fn) {
   d->inputs = std::move(inputs);
   if (detail::t_recorded_chunks) throw Error("nd::record: records do not nest");
   detail::t_recorded_chunks = &d->kept;
+  detail::t_recorded_generators = &d->generators;
   struct Stop {
-    ~Stop() { detail::t_recorded_chunks = nullptr; }
+    ~Stop() {
+      detail::t_recorded_chunks = nullptr;
+      detail::t_recorded_generators = nullptr;
+    }
   } stop;
   d->ops = e.record(fn);
-  std::sort(d->kept.begin(), d->kept.end());
-  d->kept.erase(std::unique(d->kept.begin(), d->kept.end()), d->kept.end());
+  auto dedup = [](auto& v) {
+    std::sort(v.begin(), v.end());
+    v.erase(std::unique(v.begin(), v.end()), v.end());
+  };
+  dedup(d->kept);
+  dedup(d->generators);
   Segment s;
   s.data_ = std::move(d);
   return s;

@@ -140,6 +140,29 @@ TEST_P(Record, InputsThatAreOtherRecordedInputsAreBoundToTheirOldValues) {
   EXPECT_EQ(d.to_vector(), (std::vector<float>{2, 2}));
 }
 
+// The generator of the EngineScope that a segment's random ops drew from is kept by the
+// segment, as its arrays are: replaying after that scope ended failed with "push
+// 'random_uniform': var #n was deleted", after pushing the ops before it (acc += 1 ran).
+TEST_P(Record, RandomOpsReplayAfterTheirScopeEnds) {
+  NDArray acc = nd::zeros({4}, device());
+  NDArray r;
+  nd::Segment seg;
+  {
+    EngineScope inner(*engine_);
+    seg = nd::record([&] {
+      acc += 1.0f;
+      r = nd::random_uniform({4}, 0.0f, 1.0f, device());
+    });
+  }
+  const std::vector<float> first = r.to_vector();
+  nd::replay(seg);
+  EXPECT_EQ(acc.to_vector(), std::vector<float>(4, 2.0f));
+  // The replay drew the generator's next numbers: a fresh scope's second draw.
+  EngineScope fresh(*engine_);
+  EXPECT_EQ(nd::random_uniform({4}, 0.0f, 1.0f, device()).to_vector(), first);
+  EXPECT_EQ(nd::random_uniform({4}, 0.0f, 1.0f, device()).to_vector(), r.to_vector());
+}
+
 TEST_P(Record, BlockingInsideTheRegionIsAnError) {
   NDArray x = nd::ones({2}, device());
   expect_error([&] { (void)nd::record([&] { (void)nd::sum(x).to_vector(); }); },

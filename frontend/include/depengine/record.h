@@ -7,8 +7,10 @@
 //     ...                                             // loss holds the replay's result
 //   }
 //
-// Arrays made inside the region, and every array its ops use, are kept alive by the segment:
-// each replay writes the same arrays again (outputs are overwritten, as in a CUDA graph).
+// Arrays made inside the region, every array its ops use, and the generator its random ops
+// draw from (an EngineScope's may end before a replay) are kept alive by the segment: each
+// replay writes the same arrays again (outputs are overwritten, as in a CUDA graph), and
+// draws the generator's next numbers.
 // Blocking inside the region (to_vector, item, wait_to_read, waitall) is an Error.
 #pragma once
 
