@@ -301,6 +301,16 @@ std::size_t checked_size(const Shape& shape, const char* op) {
                 " dimensions has more than the " + std::to_string(kMaxNdim) +
                 " an array may have (kMaxNdim)");
   }
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    // Shape holds size_t: a negative dimension (numpy's reshape(-1)) arrives as a huge one,
+    // and "too big" alone would not say where it came from.
+    if (shape[i] > static_cast<std::size_t>(PTRDIFF_MAX)) {
+      throw Error(std::string(op) + ": shape " + shape_str(shape) + " has dimension " +
+                  std::to_string(i) + " = " +
+                  std::to_string(static_cast<std::ptrdiff_t>(shape[i])) +
+                  " converted to size_t: dimensions may not be negative (nor is -1 inferred)");
+    }
+  }
   const bool empty = std::find(shape.begin(), shape.end(), 0) != shape.end();
   std::size_t nonzero = 1;
   for (std::size_t d : shape) {

@@ -98,6 +98,21 @@ TEST_P(ShapeLimits, ElementCountThatWrapsIsRejected) {
                   {"zeros", "(0, 4294967296, 4294967296)", "non-zero dimensions"});
 }
 
+// Shape holds size_t, so a negative dimension (numpy's reshape(-1) idiom) arrives as a huge
+// one; the error said only "shape (18446744073709551615,) is too big". It now names the
+// dimension and the negative number it came from.
+TEST_P(ShapeLimits, NegativeDimensionsAreNamedAsSuch) {
+  constexpr std::size_t minus_one = static_cast<std::size_t>(-1);
+  expect_rejected([] { (void)nd::zeros({minus_one}); },
+                  {"zeros", "(18446744073709551615,)", "dimension 0", "-1", "negative"});
+  NDArray six = nd::ones({6});
+  waitall();
+  expect_rejected([&] { (void)six.reshape({2, minus_one}); },
+                  {"reshape", "dimension 1", "-1", "negative"});
+  expect_rejected([&] { (void)six.reshape({static_cast<std::size_t>(-3), 0}); },
+                  {"reshape", "dimension 0", "-3", "negative"});
+}
+
 TEST_P(ShapeLimits, ReshapeWrappingToTheSameSizeIsRejected) {
   NDArray four = nd::ones({4});
   NDArray empty = nd::zeros({0});
