@@ -65,7 +65,29 @@ class HostPool {
         return static_cast<float*>(p);
       }
     }
-    return static_cast<float*>(::operator new(bytes, kAlign));
+    try {
+      return static_cast<float*>(::operator new(bytes, kAlign));
+    } catch (const std::bad_alloc&) {
+      // The blocks kept for reuse may be the memory this one needs (MXNet's pooled storage
+      // manager does the same): give them all back and try once more.
+      release_all();
+      return static_cast<float*>(::operator new(bytes, kAlign));
+    }
+  }
+
+  void release_all() noexcept {
+    std::unordered_map<std::size_t, std::vector<void*>> blocks;
+    {
+      std::lock_guard lk(mu_);
+      blocks.swap(free_);
+      cached_ = 0;
+    }
+    for (auto& [bytes, list] : blocks) {
+      for (void* p : list) {
+        unpoison(p, bytes);
+        ::operator delete(p, kAlign);
+      }
+    }
   }
 
   void give(void* p, std::size_t bytes) noexcept {
