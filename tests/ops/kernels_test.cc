@@ -290,6 +290,25 @@ void reference_gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t 
   }
 }
 
+// A row stride shorter than a row (lda < k for A as stored, and so on) is an Error naming it,
+// with C untouched: OpenBLAS printed "parameter number 9 had an illegal value" to stderr
+// and returned without computing, leaving C as it was, a silent wrong answer.
+TEST(OpsGemm, LeadingDimensionsShorterThanARowAreRejected) {
+  const std::vector<float> a(6, 1.0f), b(6, 1.0f);
+  std::vector<float> c(4, -7.0f);
+  auto gemm = [&](bool ta, bool tb, std::size_t lda, std::size_t ldb, std::size_t ldc) {
+    cpu::gemm(kCtx, ta, tb, 2, 2, 3, 1.0f, a.data(), lda, b.data(), ldb, 0.0f, c.data(), ldc);
+  };
+  depengine::test::expect_error([&] { gemm(false, false, 1, 2, 2); }, {"gemm", "lda = 1", "3"});
+  depengine::test::expect_error([&] { gemm(true, false, 1, 2, 2); }, {"gemm", "lda = 1", "2"});
+  depengine::test::expect_error([&] { gemm(false, false, 3, 1, 2); }, {"gemm", "ldb = 1", "2"});
+  depengine::test::expect_error([&] { gemm(false, true, 3, 2, 2); }, {"gemm", "ldb = 2", "3"});
+  depengine::test::expect_error([&] { gemm(false, false, 3, 2, 1); }, {"gemm", "ldc = 1", "2"});
+  EXPECT_EQ(c, std::vector<float>(4, -7.0f));
+  gemm(false, false, 3, 2, 2);  // (2,3)·(3,2) of ones
+  EXPECT_EQ(c, std::vector<float>(4, 3.0f));
+}
+
 TEST(OpsGemm, MatchesReferenceExactlyOnSmallIntegers) {
   // Shapes below, at and across the 256-wide tiles, with and without transposes.
   for (auto [m, n, k] : {std::tuple<std::size_t, std::size_t, std::size_t>{1, 1, 1},
