@@ -379,7 +379,8 @@ std::string shape_str(const Shape& shape) {
   return s + ")";
 }
 
-std::size_t NDArray::size() const noexcept { return detail::shape_size(shape_); }
+// A null array's shape is empty like a 0-d array's, but it holds no element.
+std::size_t NDArray::size() const noexcept { return chunk_ ? detail::shape_size(shape_) : 0; }
 
 Device NDArray::device() const noexcept { return chunk_ ? chunk_->device : Device::cpu(); }
 

@@ -303,6 +303,16 @@ TEST(NDArray, EngineScopesEndingOutOfOrderLeaveNoDanglingScope) {
   e2->wait_all();
 }
 
+// A null array holds nothing: its size() was 1, the element count of its empty shape (a 0-d
+// array's), so `a.size() == 0` did not tell a null array from a scalar.
+TEST(NDArray, NullArrayHasNoElements) {
+  const NDArray null;
+  EXPECT_FALSE(null.defined());
+  EXPECT_EQ(null.size(), 0u);
+  EXPECT_EQ(nd::full({}, 2.0f).size(), 1u);
+  EXPECT_EQ(nd::zeros({3, 0}).size(), 0u);
+}
+
 TEST(NDArray, StorageIsFreedWhenTheLastHandleGoes) {
   waitall();
   const std::size_t before = nd::memory_stats().in_use;

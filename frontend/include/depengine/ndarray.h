@@ -83,7 +83,7 @@ class NDArray {
   bool defined() const noexcept { return chunk_ != nullptr; }
   const Shape& shape() const noexcept { return shape_; }
   std::size_t ndim() const noexcept { return shape_.size(); }
-  // Number of elements.
+  // Number of elements (0 for a null array).
   std::size_t size() const noexcept;
   Device device() const noexcept;
 
