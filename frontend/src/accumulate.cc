@@ -55,6 +55,9 @@ void nd::accumulate(NDArray& dst, const NDArray& src) {
                 shape_str(src.shape()) + " differ");
   }
   if (&cd == &cs) throw Error(std::string(kOp) + ": src shares dst's storage");
+  // Nothing to add; and an empty array has no storage for the engine to combine into (it
+  // refuses a null target).
+  if (dst.size() == 0) return;
   ensure_reduction(cd);
   const float* from = cs.data;
   const std::size_t n = dst.size();

@@ -62,22 +62,39 @@ struct Ptr {
 };
 inline Ptr ptr(const Chunk& c) noexcept { return {c.data, c.buffer}; }
 
-// A counter-based generator's state: read and written only by ops that declare rng_var.
+// A counter-based generator's state: read and written only by ops that declare its
+// Generator's var.
 struct Rng {
   std::uint64_t key = 0;
   std::uint64_t counter = 0;
 };
 
-// What the frontend pushes to on a thread: an engine and its generator state.
+// A generator: its state and the var that orders the ops reading and advancing it. Shared
+// by its Context and by the segments (nd::record) whose random ops use it, so that a
+// segment replays after the EngineScope it was recorded under has ended. The destructor
+// pushes the var's deletion, which frees the state after the last op on it.
+struct Generator {
+  explicit Generator(Engine& e);
+  ~Generator();
+  Generator(const Generator&) = delete;
+  Generator& operator=(const Generator&) = delete;
+
+  Engine* const engine;
+  const Var var;
+  Rng* const rng;  // freed by var's deferred delete
+};
+
+// What the frontend pushes to on a thread: an engine and its generator.
 struct Context {
   explicit Context(Engine& e);
-  ~Context();
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
 
   Engine* const engine;
-  const Var rng_var;
-  Rng* const rng;  // freed by rng_var's deferred delete
+  const std::shared_ptr<Generator> generator;
+  // The context that was current on the thread when this one's EngineScope began: the
+  // thread's scopes form a chain from its innermost one.
+  Context* previous = nullptr;
 };
 
 // The innermost EngineScope's context on this thread, else the one on Engine::get().
@@ -96,6 +113,11 @@ struct ArrayInternals {
 // nd::record (record.cc): while set on this thread, every chunk made (ArrayInternals::make)
 // or used by an op (require) is kept here, so that a segment's arrays outlive its region.
 inline thread_local std::vector<std::shared_ptr<Chunk>>* t_recorded_chunks = nullptr;
+// Likewise the generators that the region's random ops use.
+inline thread_local std::vector<std::shared_ptr<Generator>>* t_recorded_generators = nullptr;
+
+// The generator of `cx`, for an op about to be pushed (kept by nd::record when recording).
+Generator& use_generator(const Context& cx);
 
 // The element count of `shape`, checked: the one check every shape made by the frontend
 // passes (ArrayInternals::make, reshape, array). Throws Error "<op>: shape (...) ..." when

@@ -65,7 +65,29 @@ class HostPool {
         return static_cast<float*>(p);
       }
     }
-    return static_cast<float*>(::operator new(bytes, kAlign));
+    try {
+      return static_cast<float*>(::operator new(bytes, kAlign));
+    } catch (const std::bad_alloc&) {
+      // The blocks kept for reuse may be the memory this one needs (MXNet's pooled storage
+      // manager does the same): give them all back and try once more.
+      release_all();
+      return static_cast<float*>(::operator new(bytes, kAlign));
+    }
+  }
+
+  void release_all() noexcept {
+    std::unordered_map<std::size_t, std::vector<void*>> blocks;
+    {
+      std::lock_guard lk(mu_);
+      blocks.swap(free_);
+      cached_ = 0;
+    }
+    for (auto& [bytes, list] : blocks) {
+      for (void* p : list) {
+        unpoison(p, bytes);
+        ::operator delete(p, kAlign);
+      }
+    }
   }
 
   void give(void* p, std::size_t bytes) noexcept {
@@ -239,15 +261,22 @@ Chunk::~Chunk() {
   }
 }
 
-Context::Context(Engine& e) : engine(&e), rng_var(e.new_var()), rng(new Rng{}) {}
+Generator::Generator(Engine& e) : engine(&e), var(e.new_var()), rng(new Rng{}) {}
 
-Context::~Context() {
+Generator::~Generator() {
   Rng* r = rng;
   try {
-    engine->delete_var(rng_var, [r] { delete r; });
+    engine->delete_var(var, [r] { delete r; });
   } catch (...) {
     if (engine->pending() == 0) delete r;  // as in ~Chunk: never under a running op
   }
+}
+
+Context::Context(Engine& e) : engine(&e), generator(std::make_shared<Generator>(e)) {}
+
+Generator& use_generator(const Context& cx) {
+  if (t_recorded_generators) t_recorded_generators->push_back(cx.generator);
+  return *cx.generator;
 }
 
 Context& current_context() {
@@ -272,7 +301,17 @@ NDArray ArrayInternals::make(Engine& e, Shape shape, Device device, const char* 
 #else
   using Alloc = tbb::scalable_allocator<Chunk>;
 #endif
-  NDArray out(std::allocate_shared<Chunk>(Alloc{}, e, n, device), std::move(shape));
+  std::shared_ptr<Chunk> chunk;
+  try {
+    chunk = std::allocate_shared<Chunk>(Alloc{}, e, n, device);
+  } catch (const std::bad_alloc&) {
+    // A shape within the limits that the allocator still refuses: say which op and how
+    // much, as for a shape that does not fit. Nothing was pushed (the var, made first, goes
+    // with its handle), so the engine goes on.
+    throw Error(std::string(op) + ": out of memory: shape " + shape_str(shape) + " on " +
+                device.str() + " needs " + std::to_string(n * sizeof(float)) + " bytes");
+  }
+  NDArray out(std::move(chunk), std::move(shape));
   if (t_recorded_chunks) t_recorded_chunks->push_back(out.chunk_);
   return out;
 }
@@ -283,6 +322,16 @@ std::size_t checked_size(const Shape& shape, const char* op) {
     throw Error(std::string(op) + ": a shape of " + std::to_string(shape.size()) +
                 " dimensions has more than the " + std::to_string(kMaxNdim) +
                 " an array may have (kMaxNdim)");
+  }
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    // Shape holds size_t: a negative dimension (numpy's reshape(-1)) arrives as a huge one,
+    // and "too big" alone would not say where it came from.
+    if (shape[i] > static_cast<std::size_t>(PTRDIFF_MAX)) {
+      throw Error(std::string(op) + ": shape " + shape_str(shape) + " has dimension " +
+                  std::to_string(i) + " = " +
+                  std::to_string(static_cast<std::ptrdiff_t>(shape[i])) +
+                  " converted to size_t: dimensions may not be negative (nor is -1 inferred)");
+    }
   }
   const bool empty = std::find(shape.begin(), shape.end(), 0) != shape.end();
   std::size_t nonzero = 1;
@@ -330,7 +379,8 @@ std::string shape_str(const Shape& shape) {
   return s + ")";
 }
 
-std::size_t NDArray::size() const noexcept { return detail::shape_size(shape_); }
+// A null array's shape is empty like a 0-d array's, but it holds no element.
+std::size_t NDArray::size() const noexcept { return chunk_ ? detail::shape_size(shape_) : 0; }
 
 Device NDArray::device() const noexcept { return chunk_ ? chunk_->device : Device::cpu(); }
 
@@ -381,12 +431,18 @@ void waitall() { current_engine().wait_all(); }
 
 Engine& current_engine() { return *detail::current_context().engine; }
 
-EngineScope::EngineScope(Engine& engine)
-    : context_(std::make_unique<detail::Context>(engine)), previous_(detail::t_context) {
+EngineScope::EngineScope(Engine& engine) : context_(std::make_unique<detail::Context>(engine)) {
+  context_->previous = detail::t_context;
   detail::t_context = context_.get();
 }
 
-EngineScope::~EngineScope() { detail::t_context = previous_; }
+EngineScope::~EngineScope() {
+  // Unlinked wherever it is in the chain: a scope that ends before an inner one (scopes held
+  // in unique_ptrs) must not leave the inner one to return to this freed context.
+  detail::Context** link = &detail::t_context;
+  while (*link && *link != context_.get()) link = &(*link)->previous;
+  if (*link) *link = context_->previous;
+}
 
 namespace nd {
 

@@ -37,8 +37,13 @@ using detail::require;
 Chunk& chunk(const NDArray& a) noexcept { return *ArrayInternals::chunk(a); }
 Ptr ptr(const NDArray& a) noexcept { return detail::ptr(chunk(a)); }
 
-// The shortest text that reads back as `x` ("1e+30", "0.1", "nan").
+// The shortest text that reads back as `x` ("1e+30", "0.1", "nan"), for a double and for a
+// float (std::to_string prints 1e-7 as "0.000000").
 std::string str(double x) {
+  char buf[32];
+  return std::string(buf, std::to_chars(buf, buf + sizeof buf, x).ptr);
+}
+std::string str(float x) {
   char buf[32];
   return std::string(buf, std::to_chars(buf, buf + sizeof buf, x).ptr);
 }
@@ -283,7 +288,8 @@ NDArray fill(const Shape& shape, float value, Device device, const char* name) {
 template <class Draw>
 void push_random(const Chunk& out, std::size_t n, const char* name, Draw draw) {
   detail::Context& cx = detail::current_context();
-  detail::Rng* rng = cx.rng;
+  const detail::Generator& gen = detail::use_generator(cx);
+  detail::Rng* rng = gen.rng;
   const Ptr po = detail::ptr(out);
   auto take = [rng, n] {
     const std::pair<std::uint64_t, std::uint64_t> kc{rng->key, rng->counter};
@@ -296,7 +302,7 @@ void push_random(const Chunk& out, std::size_t n, const char* name, Draw draw) {
           const auto kc = take();
           draw(ctx, CpuKernels{}, kc.first, kc.second, po.get());
         },
-        {cx.rng_var}, {cx.rng_var, out.var}, PushOptions{.name = name});
+        {gen.var}, {gen.var, out.var}, PushOptions{.name = name});
     return;
   }
   const bool simulated = out.simulated;
@@ -307,7 +313,7 @@ void push_random(const Chunk& out, std::size_t n, const char* name, Draw draw) {
           draw(c, k, kc.first, kc.second, po.get());
         });
       },
-      {cx.rng_var}, {cx.rng_var, out.var},
+      {gen.var}, {gen.var, out.var},
       PushOptions{.device = out.device, .lane = Lane::compute, .name = name});
 }
 
@@ -487,9 +493,15 @@ NDArray array(const std::vector<float>& values, const Shape& shape, Device devic
 
 NDArray random_uniform(const Shape& shape, float low, float high, Device device) {
   detail::check_device(current_engine(), device, "random_uniform");
-  if (!(low <= high)) {
-    throw Error("random_uniform: low " + std::to_string(low) + " is above high " +
-                std::to_string(high));
+  // As numpy: a bound that is not finite, or a range high - low that overflows float32,
+  // would give inf and nan instead of numbers in [low, high).
+  const std::string given = "low " + str(low) + ", high " + str(high);
+  if (!std::isfinite(low) || !std::isfinite(high)) {
+    throw Error("random_uniform: low and high must be finite (got " + given + ")");
+  }
+  if (!(low <= high)) throw Error("random_uniform: low is above high (got " + given + ")");
+  if (!std::isfinite(high - low)) {
+    throw Error("random_uniform: the range high - low overflows float32 (got " + given + ")");
   }
   NDArray out = ArrayInternals::make(current_engine(), shape, device, "random_uniform");
   const std::size_t n = out.size();
@@ -501,8 +513,10 @@ NDArray random_uniform(const Shape& shape, float low, float high, Device device)
 
 NDArray random_normal(const Shape& shape, float mean, float stddev, Device device) {
   detail::check_device(current_engine(), device, "random_normal");
-  if (!(stddev >= 0.0f)) {
-    throw Error("random_normal: stddev " + std::to_string(stddev) + " is negative");
+  // An infinite mean or stddev gives inf and nan (inf · 0), not samples.
+  if (!std::isfinite(mean) || !std::isfinite(stddev) || stddev < 0.0f) {
+    throw Error("random_normal: mean must be finite and stddev finite and non-negative (got "
+                "mean " + str(mean) + ", stddev " + str(stddev) + ")");
   }
   NDArray out = ArrayInternals::make(current_engine(), shape, device, "random_normal");
   const std::size_t n = out.size();
@@ -514,13 +528,14 @@ NDArray random_normal(const Shape& shape, float mean, float stddev, Device devic
 
 void seed(std::uint64_t s) {
   detail::Context& cx = detail::current_context();
-  detail::Rng* rng = cx.rng;
+  const detail::Generator& gen = detail::use_generator(cx);
+  detail::Rng* rng = gen.rng;
   cx.engine->push(
       [=] {
         rng->key = s;
         rng->counter = 0;
       },
-      {}, {cx.rng_var}, PushOptions{.name = "seed"});
+      {}, {gen.var}, PushOptions{.name = "seed"});
 }
 
 NDArray dot(const NDArray& a, const NDArray& b) {

@@ -21,6 +21,7 @@ struct Segment::Data {
   depengine::Segment ops;
   std::vector<NDArray> inputs;
   std::vector<std::shared_ptr<detail::Chunk>> kept;
+  std::vector<std::shared_ptr<detail::Generator>> generators;
 };
 
 namespace {
@@ -79,12 +80,20 @@ Segment record(std::vector<NDArray> inputs, const std::function<void()>& fn) {
   d->inputs = std::move(inputs);
   if (detail::t_recorded_chunks) throw Error("nd::record: records do not nest");
   detail::t_recorded_chunks = &d->kept;
+  detail::t_recorded_generators = &d->generators;
   struct Stop {
-    ~Stop() { detail::t_recorded_chunks = nullptr; }
+    ~Stop() {
+      detail::t_recorded_chunks = nullptr;
+      detail::t_recorded_generators = nullptr;
+    }
   } stop;
   d->ops = e.record(fn);
-  std::sort(d->kept.begin(), d->kept.end());
-  d->kept.erase(std::unique(d->kept.begin(), d->kept.end()), d->kept.end());
+  auto dedup = [](auto& v) {
+    std::sort(v.begin(), v.end());
+    v.erase(std::unique(v.begin(), v.end()), v.end());
+  };
+  dedup(d->kept);
+  dedup(d->generators);
   Segment s;
   s.data_ = std::move(d);
   return s;
@@ -113,8 +122,20 @@ void replay(const Segment& segment, const std::vector<NDArray>& inputs) {
     }
     if (&c != ArrayInternals::chunk(recorded)) copies.push_back(i);
   }
+  // Inputs are bound as a call binds its arguments, all to their values before the replay.
+  // An input that is itself a recorded input which another copy overwrites (replay(seg,
+  // {y, x}) swaps) would be read after that copy, in push order: it is snapshot first.
+  std::vector<NDArray> sources(inputs);
   for (std::size_t i : copies) {
-    push_copy(*d.engine, *ArrayInternals::chunk(d.inputs[i]), *ArrayInternals::chunk(inputs[i]), i);
+    const Chunk* src = ArrayInternals::chunk(inputs[i]);
+    const bool overwritten = std::any_of(copies.begin(), copies.end(), [&](std::size_t j) {
+      return ArrayInternals::chunk(d.inputs[j]) == src;
+    });
+    if (overwritten) sources[i] = nd::copy(inputs[i]);
+  }
+  for (std::size_t i : copies) {
+    push_copy(*d.engine, *ArrayInternals::chunk(d.inputs[i]), *ArrayInternals::chunk(sources[i]),
+              i);
   }
   d.engine->replay(d.ops);
 }

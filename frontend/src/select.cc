@@ -122,17 +122,36 @@ NDArray slice(const NDArray& a, const std::vector<SliceDim>& dims) {
   for (std::size_t d = 0; d < in.size(); ++d) {
     const SliceDim& s = dims[d];
     if (s.step == 0) throw Error("slice: step of dimension " + std::to_string(d) + " is 0");
+    if (!s.keep && s.count != 1) {
+      // An integer index: the loop below walks `count` elements of a dimension that the
+      // output no longer has, so any other count would read the wrong ones.
+      throw Error("slice: dimension " + std::to_string(d) +
+                  " is dropped (keep == false, an integer index) and must select 1 element, "
+                  "not count " + std::to_string(s.count));
+    }
     if (s.count > 0) {
-      const long last = s.start + s.step * static_cast<long>(s.count - 1);
-      if (s.start < 0 || static_cast<std::size_t>(s.start) >= in[d] || last < 0 ||
-          static_cast<std::size_t>(last) >= in[d]) {
+      // start and start + step · (count - 1) both in [0, in[d]), in unsigned arithmetic:
+      // a span that wrapped around long passed as in range, and the kernel read past the
+      // storage.
+      bool in_range = s.start >= 0 && static_cast<std::size_t>(s.start) < in[d];
+      if (in_range && s.count > 1) {
+        const std::size_t start = static_cast<std::size_t>(s.start);
+        const std::size_t step_abs = s.step < 0 ? std::size_t{0} - static_cast<std::size_t>(s.step)
+                                                : static_cast<std::size_t>(s.step);
+        std::size_t span = 0;
+        in_range = !__builtin_mul_overflow(step_abs, s.count - 1, &span) &&
+                   span <= (s.step > 0 ? in[d] - 1 - start : start);
+      }
+      if (!in_range) {
         throw Error("slice: selection out of bounds for dimension " + std::to_string(d) +
                     " of shape " + shape_str(in));
       }
       offset += static_cast<std::size_t>(s.start) * in_stride[d];
     }
     if (s.keep) out.push_back(s.count);
-    steps.push_back(s.step * static_cast<long>(in_stride[d]));
+    // A step taken only within the selection, |step| · (count - 1) < in[d], so this product
+    // fits; with one element the step is never taken and may be anything.
+    steps.push_back(s.count > 1 ? s.step * static_cast<long>(in_stride[d]) : 0);
     counts.push_back(s.count);
   }
   NDArray r = ArrayInternals::make(*ca.engine, out, "slice");

@@ -81,6 +81,20 @@ TEST_P(Accumulate, MisuseIsAnError) {
   EXPECT_EQ(a.to_vector(), std::vector<float>(4, 0));
 }
 
+// Empty arrays have nothing to add: accumulating one failed with the engine's
+// "set_reduction(var #n): the target is null", an error about its internals.
+TEST_P(Accumulate, EmptyArraysAreANoOp) {
+  NDArray total = nd::zeros({3, 0});
+  nd::accumulate(total, nd::zeros({3, 0}));
+  nd::accumulate(total, nd::ones({3, 0}));
+  EXPECT_EQ(total.shape(), (Shape{3, 0}));
+  EXPECT_TRUE(total.to_vector().empty());
+  NDArray ok = nd::zeros({2});
+  nd::accumulate(ok, nd::ones({2}));
+  EXPECT_EQ(ok.to_vector(), (std::vector<float>{1, 1}));
+  waitall();
+}
+
 INSTANTIATE_TEST_SUITE_P(Engines, Accumulate,
                          testing::Values(Kind{"naive", 1}, Kind{"threaded", 1},
                                          Kind{"threaded", 2}, Kind{"threaded", 4}),

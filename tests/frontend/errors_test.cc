@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cmath>
+#include <limits>
 #include <memory>
 #include <sstream>
 #include <stdexcept>
@@ -70,6 +72,37 @@ TEST_P(FrontendErrors, MisuseIsRejectedAtTheCall) {
   }
   expect_error([&] { (void)(here + there); }, {"add", "different engines"});
   there = NDArray();
+}
+
+// Parameters that give no finite numbers are rejected at the call, as numpy does
+// (OverflowError for a range that overflows): random_uniform(-FLT_MAX, FLT_MAX) filled the
+// array with inf, a -inf bound or an inf stddev with inf and nan. And the messages print
+// the values given: std::to_string printed 1e-7 as "0.000000" ("low 0.000000 is above
+// high 0.000000"), and called a nan stddev "negative".
+TEST_P(FrontendErrors, RandomParametersThatGiveNoFiniteNumbersAreRejected) {
+  constexpr float inf = std::numeric_limits<float>::infinity();
+  constexpr float nan = std::numeric_limits<float>::quiet_NaN();
+  constexpr float big = std::numeric_limits<float>::max();
+  const int before = counter_->pushes.load();
+  expect_error([&] { (void)nd::random_uniform({4}, -big, big); },
+               {"random_uniform", "-3.4028235e+38", "3.4028235e+38", "overflows"});
+  expect_error([&] { (void)nd::random_uniform({4}, -inf, 0.0f); }, {"random_uniform", "-inf"});
+  expect_error([&] { (void)nd::random_uniform({4}, 0.0f, inf); }, {"random_uniform", "inf"});
+  expect_error([&] { (void)nd::random_uniform({4}, nan, 1.0f); }, {"random_uniform", "nan"});
+  expect_error([&] { (void)nd::random_uniform({4}, 1e-7f, 1e-8f); },
+               {"random_uniform", "low 1e-07", "high 1e-08"});
+  expect_error([&] { (void)nd::random_normal({4}, 0.0f, -1e-9f); },
+               {"random_normal", "-1e-09"});
+  expect_error([&] { (void)nd::random_normal({4}, 0.0f, nan); }, {"random_normal", "nan"});
+  expect_error([&] { (void)nd::random_normal({4}, 0.0f, inf); }, {"random_normal", "inf"});
+  expect_error([&] { (void)nd::random_normal({4}, inf, 1.0f); }, {"random_normal", "inf"});
+  EXPECT_EQ(counter_->pushes.load(), before);
+  // The widest range that does not overflow, and the degenerate ones, still work.
+  for (float x : nd::random_uniform({64}, -big / 2, big / 2).to_vector()) {
+    EXPECT_TRUE(std::isfinite(x)) << x;
+  }
+  EXPECT_EQ(nd::random_uniform({2}, 3.0f, 3.0f).to_vector(), (std::vector<float>{3, 3}));
+  EXPECT_EQ(nd::random_normal({2}, 5.0f, 0.0f).to_vector(), (std::vector<float>{5, 5}));
 }
 
 TEST_P(FrontendErrors, FailureSurfacesAtEveryBlockerDownstream) {

@@ -3,7 +3,13 @@
 // Integer-valued inputs are compared exactly.
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -278,6 +284,35 @@ TEST(NDArray, EngineScopeTargetsAnotherEngine) {
   EXPECT_EQ(&current_engine(), before);
 }
 
+// Scopes held in unique_ptrs and ended out of order: the inner scope, ending last, went
+// back to the outer one's freed context, and the next creation function read freed memory
+// (ASan: heap-use-after-free; release: arrays pushed to the wrong engine). A scope that ends
+// now unlinks itself wherever it is among the thread's scopes.
+TEST(NDArray, EngineScopesEndingOutOfOrderLeaveNoDanglingScope) {
+  auto e0 = Engine::create("naive"), e1 = Engine::create("naive"), e2 = Engine::create("naive");
+  EngineScope base(*e0);
+  auto outer = std::make_unique<EngineScope>(*e1);
+  auto inner = std::make_unique<EngineScope>(*e2);
+  outer.reset();  // not the innermost: the inner scope stays current
+  EXPECT_EQ(&current_engine(), e2.get());
+  EXPECT_EQ(&nd::ones({2}).engine(), e2.get());
+  inner.reset();  // returns to what was current before the outer scope
+  EXPECT_EQ(&current_engine(), e0.get());
+  EXPECT_EQ(nd::ones({2}).to_vector(), (std::vector<float>{1, 1}));
+  EXPECT_EQ(&nd::ones({2}).engine(), e0.get());
+  e2->wait_all();
+}
+
+// A null array holds nothing: its size() was 1, the element count of its empty shape (a 0-d
+// array's), so `a.size() == 0` did not tell a null array from a scalar.
+TEST(NDArray, NullArrayHasNoElements) {
+  const NDArray null;
+  EXPECT_FALSE(null.defined());
+  EXPECT_EQ(null.size(), 0u);
+  EXPECT_EQ(nd::full({}, 2.0f).size(), 1u);
+  EXPECT_EQ(nd::zeros({3, 0}).size(), 0u);
+}
+
 TEST(NDArray, StorageIsFreedWhenTheLastHandleGoes) {
   waitall();
   const std::size_t before = nd::memory_stats().in_use;
@@ -309,6 +344,47 @@ TEST(NDArray, FreedStorageIsKeptForTheNextArrayOfTheSameSize) {
   EXPECT_EQ(b.data(), first);
   EXPECT_EQ(nd::memory_stats().cached, cached_before);
   EXPECT_EQ(b.to_vector(), std::vector<float>(n, 1.0f));  // reused storage, new contents
+}
+
+// The address space this process has mapped (/proc/self/statm, in pages).
+std::size_t mapped_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  std::size_t pages = 0;
+  statm >> pages;
+  return pages * static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+}
+
+// An allocation that fails while freed blocks wait in the pool (up to 256 MiB) gives them
+// back and tries again, as MXNet's pooled storage manager does: it failed with "out of
+// memory" while the memory it needed sat in the cache. In a child process whose address
+// space is capped 96 MiB above what it has mapped, 128 MiB of them cached: a 160 MiB array
+// fits only once the cache is released.
+TEST(NDArrayDeathTest, AFailedAllocationReleasesThePoolAndRetries) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "a sanitizer's shadow memory does not fit under an address-space cap";
+#endif
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        constexpr std::size_t kMiB = std::size_t{1} << 20;
+        auto e = Engine::create("naive");
+        EngineScope use(*e);
+        { (void)nd::zeros({128 * kMiB / sizeof(float)}); }
+        e->wait_all();
+        if (nd::memory_stats().cached < 128 * kMiB) std::_Exit(2);
+        rlimit cap{};
+        cap.rlim_cur = cap.rlim_max = mapped_bytes() + 96 * kMiB;
+        if (setrlimit(RLIMIT_AS, &cap) != 0) std::_Exit(3);
+        try {
+          NDArray b = nd::zeros({160 * kMiB / sizeof(float)});
+          b.wait_to_read();
+          if (nd::memory_stats().cached != 0) std::_Exit(4);  // the cache was given back
+        } catch (const Error&) {
+          std::_Exit(1);
+        }
+        std::_Exit(0);
+      },
+      ::testing::ExitedWithCode(0), "");
 }
 
 }  // namespace

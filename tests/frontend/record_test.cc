@@ -119,6 +119,50 @@ TEST_P(Record, InputsAreCheckedAtReplay) {
   EXPECT_EQ(y.to_vector(), std::vector<float>(6, 2));
 }
 
+// Inputs given as each other's recorded arrays are bound to their values before the replay,
+// as a function call binds its arguments: with the copies pushed one after another,
+// replay(seg, {y, x}) copied y into x and then that new x into y, so both held y.
+TEST_P(Record, InputsThatAreOtherRecordedInputsAreBoundToTheirOldValues) {
+  NDArray x = nd::array({1, 2}, {2}, device());
+  NDArray y = nd::array({10, 20}, {2}, device());
+  NDArray d;
+  nd::Segment seg = nd::record({x, y}, [&] { d = x - y; });
+  EXPECT_EQ(d.to_vector(), (std::vector<float>{-9, -18}));
+  nd::replay(seg, {y, x});  // swapped
+  EXPECT_EQ(d.to_vector(), (std::vector<float>{9, 18}));
+  EXPECT_EQ(x.to_vector(), (std::vector<float>{10, 20}));
+  EXPECT_EQ(y.to_vector(), (std::vector<float>{1, 2}));
+  nd::replay(seg, {y, y});  // y's value bound to both
+  EXPECT_EQ(d.to_vector(), (std::vector<float>{0, 0}));
+  EXPECT_EQ(x.to_vector(), (std::vector<float>{1, 2}));
+  // x gets a new value and y gets x's old one, not the new.
+  nd::replay(seg, {nd::array({3, 4}, {2}, device()), x});
+  EXPECT_EQ(d.to_vector(), (std::vector<float>{2, 2}));
+}
+
+// The generator of the EngineScope that a segment's random ops drew from is kept by the
+// segment, as its arrays are: replaying after that scope ended failed with "push
+// 'random_uniform': var #n was deleted", after pushing the ops before it (acc += 1 ran).
+TEST_P(Record, RandomOpsReplayAfterTheirScopeEnds) {
+  NDArray acc = nd::zeros({4}, device());
+  NDArray r;
+  nd::Segment seg;
+  {
+    EngineScope inner(*engine_);
+    seg = nd::record([&] {
+      acc += 1.0f;
+      r = nd::random_uniform({4}, 0.0f, 1.0f, device());
+    });
+  }
+  const std::vector<float> first = r.to_vector();
+  nd::replay(seg);
+  EXPECT_EQ(acc.to_vector(), std::vector<float>(4, 2.0f));
+  // The replay drew the generator's next numbers: a fresh scope's second draw.
+  EngineScope fresh(*engine_);
+  EXPECT_EQ(nd::random_uniform({4}, 0.0f, 1.0f, device()).to_vector(), first);
+  EXPECT_EQ(nd::random_uniform({4}, 0.0f, 1.0f, device()).to_vector(), r.to_vector());
+}
+
 TEST_P(Record, BlockingInsideTheRegionIsAnError) {
   NDArray x = nd::ones({2}, device());
   expect_error([&] { (void)nd::record([&] { (void)nd::sum(x).to_vector(); }); },

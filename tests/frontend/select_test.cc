@@ -6,9 +6,12 @@
 #include <vector>
 
 #include "depengine/ndarray.h"
+#include "support/test_support.h"
 
 namespace depengine {
 namespace {
+
+using depengine::test::expect_error;
 
 NDArray iota(Shape shape) {
   std::size_t n = 1;
@@ -90,6 +93,40 @@ TEST_P(SelectTest, BadSelectionsThrowBeforeAnythingIsPushed) {
     EXPECT_NE(std::string(e.what()).find("(4, 6)"), std::string::npos);
     EXPECT_NE(std::string(e.what()).find("(5,)"), std::string::npos);
   }
+  engine->wait_all();
+}
+
+// A dimension dropped by an integer index (keep == false) selects exactly one element:
+// with count 2 the slice silently returned the first row only, and with count 0 it skipped
+// the bounds check and returned row 0 for an index past the end.
+TEST_P(SelectTest, DroppedDimensionsMustSelectExactlyOneElement) {
+  const NDArray a = iota({2, 3});
+  expect_error([&] { (void)nd::slice(a, {{0, 1, 2, false}, {0, 1, 3, true}}); },
+               {"slice", "dimension 0", "count 2", "1 element"});
+  expect_error([&] { (void)nd::slice(a, {{5, 1, 0, false}, {0, 1, 3, true}}); },
+               {"slice", "dimension 0", "count 0"});
+  EXPECT_EQ(nd::slice(a, {{1, 1, 1, false}, {0, 1, 3, true}}).to_vector(),
+            (std::vector<float>{3, 4, 5}));
+  engine->wait_all();
+}
+
+// start + step · (count - 1) and step · stride wrapped around long: a step of 2^62 over 5
+// elements "ended" at 0 and passed the bounds check, then the kernel read 2^62 floats past
+// the storage (a crash, or garbage).
+TEST_P(SelectTest, StepsWhoseSpanOverflowsAreRejected) {
+  const NDArray a = iota({10});
+  const NDArray m = iota({4, 6});
+  constexpr long kHuge = 1L << 62;
+  expect_error([&] { (void)nd::slice(a, {{0, kHuge, 5, true}}); }, {"slice", "dimension 0"});
+  expect_error([&] { (void)nd::slice(a, {{9, -kHuge, 5, true}}); }, {"slice", "dimension 0"});
+  expect_error([&] { (void)nd::slice(a, {{0, 1, std::size_t{1} << 63, true}}); },
+               {"slice", "dimension 0"});
+  expect_error([&] { (void)nd::slice(m, {{0, 1, 4, true}, {0, kHuge, 2, true}}); },
+               {"slice", "dimension 1"});
+  // One element: the step is never taken, whatever it is (numpy: a[3::2**62]).
+  EXPECT_EQ(nd::slice(a, {{3, kHuge, 1, true}}).to_vector(), (std::vector<float>{3}));
+  EXPECT_EQ(nd::slice(m, {{3, kHuge, 1, true}, {5, -kHuge, 1, true}}).to_vector(),
+            (std::vector<float>{23}));
   engine->wait_all();
 }
 

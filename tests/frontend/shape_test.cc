@@ -98,6 +98,21 @@ TEST_P(ShapeLimits, ElementCountThatWrapsIsRejected) {
                   {"zeros", "(0, 4294967296, 4294967296)", "non-zero dimensions"});
 }
 
+// Shape holds size_t, so a negative dimension (numpy's reshape(-1) idiom) arrives as a huge
+// one; the error said only "shape (18446744073709551615,) is too big". It now names the
+// dimension and the negative number it came from.
+TEST_P(ShapeLimits, NegativeDimensionsAreNamedAsSuch) {
+  constexpr std::size_t minus_one = static_cast<std::size_t>(-1);
+  expect_rejected([] { (void)nd::zeros({minus_one}); },
+                  {"zeros", "(18446744073709551615,)", "dimension 0", "-1", "negative"});
+  NDArray six = nd::ones({6});
+  waitall();
+  expect_rejected([&] { (void)six.reshape({2, minus_one}); },
+                  {"reshape", "dimension 1", "-1", "negative"});
+  expect_rejected([&] { (void)six.reshape({static_cast<std::size_t>(-3), 0}); },
+                  {"reshape", "dimension 0", "-3", "negative"});
+}
+
 TEST_P(ShapeLimits, ReshapeWrappingToTheSameSizeIsRejected) {
   NDArray four = nd::ones({4});
   NDArray empty = nd::zeros({0});
@@ -147,6 +162,26 @@ TEST_P(ShapeLimits, MatrixProductsThatDoNotFitAreRejected) {
   // Nothing to compute: m = 0 passes whatever k is.
   EXPECT_EQ(nd::dot(wide, tall).shape(), (Shape{0, 0}));
   EXPECT_EQ(nd::dot(wide, tall).to_vector(), std::vector<float>{});
+}
+
+// A shape within the limits whose storage the allocator refuses (2^50 floats, 4 PiB: more
+// than the 47-bit address space, whatever the overcommit policy) threw std::bad_alloc, which
+// names neither the op nor the shape. Now it is an Error that does, nothing is pushed or
+// kept, and the engine goes on.
+TEST_P(ShapeLimits, StorageTheAllocatorRefusesIsAnErrorNamingTheOpAndShape) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "a sanitizer's allocator aborts on a failed allocation instead of throwing";
+#endif
+  const Shape huge{k2e40, 1024};
+  const char* shape = "(1099511627776, 1024)";
+  expect_rejected([&] { (void)nd::zeros(huge); }, {"zeros", shape, "out of memory", "bytes"});
+  expect_rejected([&] { (void)nd::random_normal(huge); }, {"random_normal", shape});
+  expect_rejected([&] { (void)nd::ones(huge, Device::gpu(0)); }, {"ones", shape, "gpu(0)"});
+  // A product within BLAS's int sizes whose (2^20, 2^30) result cannot be allocated.
+  NDArray tall = nd::zeros({std::size_t{1} << 20, 0});
+  NDArray wide = nd::zeros({0, std::size_t{1} << 30});
+  waitall();
+  expect_rejected([&] { (void)nd::dot(tall, wide); }, {"dot", "(1048576, 1073741824)"});
 }
 
 TEST_P(ShapeLimits, EmptyArraysWithHugeDimensionsStillWork) {

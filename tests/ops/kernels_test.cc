@@ -11,6 +11,7 @@
 #include "depengine/ops/elementwise.h"
 #include "depengine/ops/fill.h"
 #include "depengine/ops/gemm.h"
+#include "depengine/ops/nn.h"
 #include "depengine/ops/random.h"
 #include "depengine/ops/reduce.h"
 #include "depengine/ops/transpose.h"
@@ -230,6 +231,25 @@ TEST(OpsReduce, AlongEachAxisOfOddShapes) {
   }
 }
 
+// A label that is not a class index names its value as given: std::to_string printed 1e-7
+// as "0.000000", a valid index, and 0.5 as "0.500000".
+TEST(OpsNn, SoftmaxXentNamesABadLabelAsGiven) {
+  const std::vector<float> logits(2 * 3, 0.0f);
+  std::vector<float> grad(2 * 3);
+  float loss = 0.0f;
+  auto expect_label = [&](float bad, const char* text) {
+    const std::vector<float> labels = {1.0f, bad};
+    depengine::test::expect_error(
+        [&] { cpu::softmax_xent(kCtx, logits.data(), labels.data(), 2, 3, &loss, grad.data()); },
+        {text, "of row 1 is not a class index in [0, 3)"});
+  };
+  expect_label(1e-7f, "label 1e-07 ");
+  expect_label(0.5f, "label 0.5 ");
+  expect_label(3.0f, "label 3 ");
+  expect_label(-1.0f, "label -1 ");
+  expect_label(std::nanf(""), "label nan ");
+}
+
 TEST(OpsFill, FillArangeCopy) {
   for (std::size_t n : kSizes) {
     std::vector<float> out(n, -1.0f);
@@ -268,6 +288,25 @@ void reference_gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t 
       c[i * n + j] = static_cast<float>(alpha * s + beta * c[i * n + j]);
     }
   }
+}
+
+// A row stride shorter than a row (lda < k for A as stored, and so on) is an Error naming it,
+// with C untouched: OpenBLAS printed "parameter number 9 had an illegal value" to stderr
+// and returned without computing, leaving C as it was, a silent wrong answer.
+TEST(OpsGemm, LeadingDimensionsShorterThanARowAreRejected) {
+  const std::vector<float> a(6, 1.0f), b(6, 1.0f);
+  std::vector<float> c(4, -7.0f);
+  auto gemm = [&](bool ta, bool tb, std::size_t lda, std::size_t ldb, std::size_t ldc) {
+    cpu::gemm(kCtx, ta, tb, 2, 2, 3, 1.0f, a.data(), lda, b.data(), ldb, 0.0f, c.data(), ldc);
+  };
+  depengine::test::expect_error([&] { gemm(false, false, 1, 2, 2); }, {"gemm", "lda = 1", "3"});
+  depengine::test::expect_error([&] { gemm(true, false, 1, 2, 2); }, {"gemm", "lda = 1", "2"});
+  depengine::test::expect_error([&] { gemm(false, false, 3, 1, 2); }, {"gemm", "ldb = 1", "2"});
+  depengine::test::expect_error([&] { gemm(false, true, 3, 2, 2); }, {"gemm", "ldb = 2", "3"});
+  depengine::test::expect_error([&] { gemm(false, false, 3, 2, 1); }, {"gemm", "ldc = 1", "2"});
+  EXPECT_EQ(c, std::vector<float>(4, -7.0f));
+  gemm(false, false, 3, 2, 2);  // (2,3)·(3,2) of ones
+  EXPECT_EQ(c, std::vector<float>(4, 3.0f));
 }
 
 TEST(OpsGemm, MatchesReferenceExactlyOnSmallIntegers) {

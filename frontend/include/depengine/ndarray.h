@@ -83,7 +83,7 @@ class NDArray {
   bool defined() const noexcept { return chunk_ != nullptr; }
   const Shape& shape() const noexcept { return shape_; }
   std::size_t ndim() const noexcept { return shape_.size(); }
-  // Number of elements.
+  // Number of elements (0 for a null array).
   std::size_t size() const noexcept;
   Device device() const noexcept;
 
@@ -178,7 +178,9 @@ Engine& current_engine();
 //     NDArray x = nd::ones({3});   // pushed to *e
 //   }
 //
-// A scope belongs to the thread that made it; destroy scopes in reverse order.
+// A scope belongs to the thread that made it, and ends on that thread. Scopes may end in
+// any order: one that ends while a scope made after it lives leaves that one current, and
+// the later scope, when it ends, returns to what was current before the earlier one.
 class EngineScope {
  public:
   explicit EngineScope(Engine& engine);
@@ -188,7 +190,6 @@ class EngineScope {
 
  private:
   std::unique_ptr<detail::Context> context_;
-  detail::Context* previous_;
 };
 
 namespace nd {
@@ -210,7 +211,9 @@ NDArray array(const std::vector<float>& values, const Shape& shape,
 
 // Random arrays from the current engine's counter-based generator (Philox4x32-10). The
 // generator's state is an engine var that each random op reads and writes, so the same
-// seed gives the same arrays on any engine and any number of workers.
+// seed gives the same arrays on any engine and any number of workers. low <= high and
+// mean, stddev >= 0 must be finite, and so must high - low (numpy's rule): otherwise Error,
+// and nothing is pushed.
 NDArray random_uniform(const Shape& shape, float low = 0.0f, float high = 1.0f,
                        Device device = Device::cpu());
 NDArray random_normal(const Shape& shape, float mean = 0.0f, float stddev = 1.0f,

@@ -7,8 +7,10 @@
 //     ...                                             // loss holds the replay's result
 //   }
 //
-// Arrays made inside the region, and every array its ops use, are kept alive by the segment:
-// each replay writes the same arrays again (outputs are overwritten, as in a CUDA graph).
+// Arrays made inside the region, every array its ops use, and the generator its random ops
+// draw from (an EngineScope's may end before a replay) are kept alive by the segment: each
+// replay writes the same arrays again (outputs are overwritten, as in a CUDA graph), and
+// draws the generator's next numbers.
 // Blocking inside the region (to_vector, item, wait_to_read, waitall) is an Error.
 #pragma once
 
@@ -33,7 +35,8 @@ inline Segment record(const std::function<void()>& fn);
 
 // Replays `segment` on its engine. With `inputs` (one per recorded input, same shapes and
 // devices): an input that is not the recorded array itself is first copied into it (a
-// pushed copy, ordered like any op). Throws Error for a segment never recorded, a wrong
+// pushed copy, ordered like any op); every input is bound to its value before the replay,
+// even one that is another input's recorded array (replay(seg, {y, x}) swaps). Throws Error for a segment never recorded, a wrong
 // number of inputs, or an input whose shape, device or engine differs from the recorded
 // one (naming its index and both shapes); then nothing is pushed.
 void replay(const Segment& segment, const std::vector<NDArray>& inputs);

@@ -48,6 +48,29 @@ void sgemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, float 
               static_cast<blasint>(ldc));
 }
 
+// BLAS's rule for row-major operands: a row stride at least as long as a stored row (A is
+// m×k, or k×m transposed; B k×n, or n×k; C m×n). OpenBLAS otherwise prints "parameter
+// number 9 had an illegal value" to stderr and returns without computing, leaving C as it
+// was. With k = 0, A and B are not read.
+void check_strides(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k,
+                   std::size_t lda, std::size_t ldb, std::size_t ldc) {
+  const struct {
+    const char* what;
+    std::size_t ld, row;
+  } strides[] = {{"lda", lda, k == 0 ? 0 : ta ? m : k},
+                 {"ldb", ldb, k == 0 ? 0 : tb ? k : n},
+                 {"ldc", ldc, n}};
+  for (const auto& s : strides) {
+    if (s.ld < s.row) {
+      throw Error(std::string("gemm: ") + s.what + " = " + std::to_string(s.ld) +
+                  " is shorter than a stored row of " + std::to_string(s.row) +
+                  " elements (m = " + std::to_string(m) + ", n = " + std::to_string(n) +
+                  ", k = " + std::to_string(k) + (ta ? ", A transposed" : "") +
+                  (tb ? ", B transposed" : "") + ")");
+    }
+  }
+}
+
 }  // namespace
 
 void pin_blas_threads() {
@@ -60,6 +83,7 @@ void gemm(const RunContext&, bool trans_a, bool trans_b, std::size_t m, std::siz
           std::size_t ldb, float beta, float* c, std::size_t ldc) {
   if (m == 0 || n == 0) return;
   check_gemm("gemm", m, n, k, lda, ldb, ldc);
+  check_strides(trans_a, trans_b, m, n, k, lda, ldb, ldc);
   pin_blas_threads();
   if (k == 0) {
     for (std::size_t i = 0; i < m; ++i) {

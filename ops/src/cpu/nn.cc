@@ -3,6 +3,7 @@
 #include "depengine/ops/nn.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -23,7 +24,11 @@ std::size_t row_grain(std::size_t n) {
 
 std::size_t label_index(float label, std::size_t n, std::size_t row) {
   if (!(label >= 0.0f) || label >= static_cast<float>(n) || label != std::floor(label)) {
-    throw Error("softmax_xent: label " + std::to_string(label) + " of row " +
+    // The shortest text that reads back as the label: std::to_string printed 1e-7 as
+    // "0.000000", a valid index.
+    char text[32];
+    const std::string given(text, std::to_chars(text, text + sizeof text, label).ptr);
+    throw Error("softmax_xent: label " + given + " of row " +
                 std::to_string(row) + " is not a class index in [0, " + std::to_string(n) + ")");
   }
   return static_cast<std::size_t>(label);

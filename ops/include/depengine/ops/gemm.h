@@ -30,8 +30,10 @@ void check_gemm(const char* op, std::size_t m, std::size_t n, std::size_t k, std
 namespace cpu {
 
 // C = alpha · op(A) · op(B) + beta · C with op(X) = X or Xᵀ; C is m×n, op(A) m×k, op(B) k×n.
-// lda, ldb, ldc are the row strides in elements of A, B and C as stored. Sizes beyond
-// kGemmMaxDim are rejected (check_gemm) before anything is read or written.
+// lda, ldb, ldc are the row strides in elements of A, B and C as stored, each at least a
+// stored row (lda >= k, or m for Aᵀ; ldb >= n, or k for Bᵀ; ldc >= n). Sizes beyond
+// kGemmMaxDim (check_gemm) and shorter strides are rejected with an Error before anything
+// is read or written.
 void gemm(const RunContext& ctx, bool trans_a, bool trans_b, std::size_t m, std::size_t n,
           std::size_t k, float alpha, const float* a, std::size_t lda, const float* b,
           std::size_t ldb, float beta, float* c, std::size_t ldc);
