@@ -143,6 +143,11 @@ ResolvedOptions resolve_options(const EngineOptions& o) {
   return r;
 }
 
+// What a child of fork() can do instead of using an engine made before the fork.
+constexpr const char* kAfterFork =
+    "make a naive engine in the child, or start child processes without fork (posix_spawn; "
+    "Python multiprocessing's 'spawn' or 'forkserver')";
+
 // The public Engine: forwards to its core and runs the shutdown sequence when destroyed.
 class EngineHandle final : public Engine {
  public:
@@ -231,9 +236,7 @@ class EngineHandle final : public Engine {
     if (made_before_fork(core_->id())) {
       throw Error(std::string(call) +
                   ": this engine was made before fork(), and this child process has none of "
-                  "its threads; make a naive engine in the child, or start child processes "
-                  "without fork (posix_spawn; Python multiprocessing's 'spawn' or "
-                  "'forkserver')");
+                  "its threads; " + kAfterFork);
     }
   }
 
@@ -250,10 +253,10 @@ std::unique_ptr<Engine> Engine::create(std::string_view kind, EngineOptions opti
   if (kind == "threaded") {
     if (detail::engines_before_fork()) {
       throw Error(
-          "Engine::create(\"threaded\"): this process is a child of fork() made after an "
-          "engine; oneTBB's worker threads, which threaded engines run on, do not survive "
-          "fork. Make a naive engine here, or start child processes without fork "
-          "(posix_spawn; Python multiprocessing's 'spawn' or 'forkserver')");
+          std::string("Engine::create(\"threaded\"): this process is a child of fork() made "
+                      "after an engine; oneTBB's worker threads, which threaded engines run "
+                      "on, do not survive fork; ") +
+          detail::kAfterFork);
     }
     core = detail::make_threaded_core(r);
   } else if (kind == "naive") {

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <optional>
+#include <type_traits>
 #include <utility>
 
 #include "depengine/ops/elementwise.h"
@@ -39,11 +40,9 @@ Ptr ptr(const NDArray& a) noexcept { return detail::ptr(chunk(a)); }
 
 // The shortest text that reads back as `x` ("1e+30", "0.1", "nan"), for a double and for a
 // float (std::to_string prints 1e-7 as "0.000000").
-std::string str(double x) {
-  char buf[32];
-  return std::string(buf, std::to_chars(buf, buf + sizeof buf, x).ptr);
-}
-std::string str(float x) {
+template <class T>
+std::string str(T x) {
+  static_assert(std::is_floating_point_v<T>);
   char buf[32];
   return std::string(buf, std::to_chars(buf, buf + sizeof buf, x).ptr);
 }

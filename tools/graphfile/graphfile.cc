@@ -289,9 +289,6 @@ Program from_dump(std::string_view text) {
   return std::move(b.program);
 }
 
-}  // namespace
-
-namespace {
 // nlohmann's lexer takes a NUL byte for the end of the input: what followed one was
 // ignored, and the text before it ran as the whole file.
 void check_no_nul(std::string_view text) {

@@ -36,9 +36,10 @@ inline Segment record(const std::function<void()>& fn);
 // Replays `segment` on its engine. With `inputs` (one per recorded input, same shapes and
 // devices): an input that is not the recorded array itself is first copied into it (a
 // pushed copy, ordered like any op); every input is bound to its value before the replay,
-// even one that is another input's recorded array (replay(seg, {y, x}) swaps). Throws Error for a segment never recorded, a wrong
-// number of inputs, or an input whose shape, device or engine differs from the recorded
-// one (naming its index and both shapes); then nothing is pushed.
+// even one that is another input's recorded array (replay(seg, {y, x}) swaps). Throws
+// Error for a segment never recorded, a wrong number of inputs, or an input whose shape,
+// device or engine differs from the recorded one (naming its index and both shapes); then
+// nothing is pushed.
 void replay(const Segment& segment, const std::vector<NDArray>& inputs);
 void replay(const Segment& segment);
 
