@@ -267,6 +267,24 @@ TEST(OpsPooling, MaxAndAvgMatchDirectLoop) {
   }
 }
 
+TEST(OpsPooling, MaxTreatsNaNAsTheLargestValue) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  // One 2×4 plane, two 2×2 windows: a NaN after a larger value, and a NaN first.
+  const std::vector<float> x = {1, 5, nan, 2, nan, 3, 4, nan};
+  for (std::size_t pad : {0, 1}) {
+    const Pool2d g{.batch = 1, .channels = 1, .height = 2, .width = 4, .kernel_h = 2,
+                   .kernel_w = 2, .stride_h = 2, .stride_w = 2, .pad_h = 0, .pad_w = pad};
+    std::vector<float> y(g.out_h() * g.out_w()), dx(8);
+    const std::vector<float> dy(y.size(), 1.0f);
+    cpu::pool2d_forward(kCtx, Pool::max, g, x.data(), y.data());
+    cpu::pool2d_backward(kCtx, Pool::max, g, x.data(), dy.data(), dx.data());
+    for (float v : y) EXPECT_TRUE(std::isnan(v)) << "pad " << pad;
+    if (pad == 0) {
+      EXPECT_EQ(dx, (std::vector<float>{0, 0, 1, 0, 1, 0, 0, 0}));
+    }
+  }
+}
+
 TEST(OpsPooling, BadWindowsAreErrors) {
   Pool2d g{.batch = 1, .channels = 1, .height = 3, .width = 3, .kernel_h = 4, .kernel_w = 2};
   std::vector<float> x(9), y(9);

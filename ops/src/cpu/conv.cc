@@ -265,11 +265,20 @@ void conv2d_backward_bias(const RunContext&, const Conv2d& g, const float* dy, f
   const Geometry geo(g);
   detail::parallel_chunks(g.out_channels, 1, [&](std::size_t k0, std::size_t k1) {
     for (std::size_t k = k0; k < k1; ++k) {
-      double s = 0.0;
+      // Eight running sums (lane p % 8), combined in lane order: the additions vectorize,
+      // and their order is still fixed by the shape alone.
+      constexpr std::size_t kLanes = 8;
+      double lanes[kLanes] = {};
       for (std::size_t n = 0; n < g.batch; ++n) {
         const float* row = dy + n * geo.out_image + k * geo.spatial;
-        for (std::size_t p = 0; p < geo.spatial; ++p) s += row[p];
+        std::size_t p = 0;
+        for (; p + kLanes <= geo.spatial; p += kLanes) {
+          for (std::size_t l = 0; l < kLanes; ++l) lanes[l] += row[p + l];
+        }
+        for (; p < geo.spatial; ++p) lanes[p % kLanes] += row[p];
       }
+      double s = 0.0;
+      for (double l : lanes) s += l;
       db[k] = static_cast<float>(s);
     }
   });

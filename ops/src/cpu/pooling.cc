@@ -65,15 +65,41 @@ inline float divisor(const Pool2d& g, const Window& w) {
                                                 : (w.y1 - w.y0) * (w.x1 - w.x0));
 }
 
+// Max pooling without padding: every window lies inside the plane, so the loops need no
+// clipping, and the maximum is a branch-free select (the first NaN, as in argmax, wins: once
+// m is NaN nothing replaces it but another NaN).
+void max_unpadded(const Pool2d& g, std::size_t oh, std::size_t ow, const float* plane,
+                  float* dst) {
+  for (std::size_t i = 0; i < oh; ++i) {
+    float* __restrict o = dst + i * ow;
+    const float* top = plane + i * g.stride_h * g.width;
+    for (std::size_t j = 0; j < ow; ++j) o[j] = top[j * g.stride_w];
+    for (std::size_t r = 0; r < g.kernel_h; ++r) {
+      const float* __restrict row = top + r * g.width;
+      for (std::size_t c = r == 0 ? 1 : 0; c < g.kernel_w; ++c) {
+        for (std::size_t j = 0; j < ow; ++j) {
+          const float v = row[j * g.stride_w + c], m = o[j];
+          o[j] = (v > m || (v != v && m == m)) ? v : m;
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void pool2d_forward(const RunContext&, Pool op, const Pool2d& g, const float* x, float* y) {
   check_pool2d("pool2d_forward", g);
   const std::size_t oh = g.out_h(), ow = g.out_w(), in = g.height * g.width, out = oh * ow;
+  const bool unpadded = op == Pool::max && g.pad_h == 0 && g.pad_w == 0;
   detail::parallel_chunks(g.batch * g.channels, plane_grain(g), [&](std::size_t p0, std::size_t p1) {
     for (std::size_t p = p0; p < p1; ++p) {
       const float* plane = x + p * in;
       float* dst = y + p * out;
+      if (unpadded) {
+        max_unpadded(g, oh, ow, plane, dst);
+        continue;
+      }
       for (std::size_t i = 0; i < oh; ++i) {
         for (std::size_t j = 0; j < ow; ++j) {
           const Window w = window(g, i, j);
