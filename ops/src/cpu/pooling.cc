@@ -86,6 +86,30 @@ void max_unpadded(const Pool2d& g, std::size_t oh, std::size_t ow, const float* 
   }
 }
 
+// The max-pooling gradient without padding: each window's first maximum (argmax's rule, by
+// the same selects as max_unpadded) gets the window's dy, in row-major window order.
+void max_backward_unpadded(const Pool2d& g, std::size_t oh, std::size_t ow, const float* plane,
+                           const float* grad, float* dst) {
+  for (std::size_t i = 0; i < oh; ++i) {
+    const float* top = plane + i * g.stride_h * g.width;
+    for (std::size_t j = 0; j < ow; ++j) {
+      const std::size_t origin = i * g.stride_h * g.width + j * g.stride_w;
+      std::size_t at = origin;
+      float m = top[j * g.stride_w];
+      for (std::size_t r = 0; r < g.kernel_h; ++r) {
+        const float* row = top + r * g.width + j * g.stride_w;
+        for (std::size_t c = 0; c < g.kernel_w; ++c) {
+          const float v = row[c];
+          const bool take = v > m || (v != v && m == m);
+          m = take ? v : m;
+          at = take ? origin + r * g.width + c : at;
+        }
+      }
+      dst[at] += grad[i * ow + j];
+    }
+  }
+}
+
 }  // namespace
 
 void pool2d_forward(const RunContext&, Pool op, const Pool2d& g, const float* x, float* y) {
@@ -122,12 +146,17 @@ void pool2d_backward(const RunContext&, Pool op, const Pool2d& g, const float* x
                      const float* dy, float* dx) {
   check_pool2d("pool2d_backward", g);
   const std::size_t oh = g.out_h(), ow = g.out_w(), in = g.height * g.width, out = oh * ow;
+  const bool unpadded = op == Pool::max && g.pad_h == 0 && g.pad_w == 0;
   detail::parallel_chunks(g.batch * g.channels, plane_grain(g), [&](std::size_t p0, std::size_t p1) {
     for (std::size_t p = p0; p < p1; ++p) {
       const float* plane = x + p * in;
       const float* grad = dy + p * out;
       float* dst = dx + p * in;
       std::fill(dst, dst + in, 0.0f);
+      if (unpadded) {
+        max_backward_unpadded(g, oh, ow, plane, grad, dst);
+        continue;
+      }
       for (std::size_t i = 0; i < oh; ++i) {
         for (std::size_t j = 0; j < ow; ++j) {
           const Window w = window(g, i, j);
