@@ -2,6 +2,7 @@
 // one op, the inference forward, and their gradients.
 #include <string>
 
+#include "autograd_internal.h"
 #include "cnn_launch.h"
 #include "depengine/nn.h"
 
@@ -15,6 +16,14 @@ using detail::cnn::chunk;
 using detail::cnn::launch;
 using detail::cnn::ptr_of;
 using detail::cnn::same_place;
+namespace ag = autograd::detail;
+
+bool has_history(const NDArray& a) noexcept { return ArrayInternals::node(a) != nullptr; }
+
+// The gradients batch norm hands back: one per input with a history (x, gamma, beta).
+std::vector<NDArray> pick(const BatchNormGrads& g, bool hx, bool hg, bool hb) {
+  return {hx ? g.dx : NDArray(), hg ? g.dgamma : NDArray(), hb ? g.dbeta : NDArray()};
+}
 
 // x (N, C, ...) viewed as (outer, channels, inner); every parameter must be (C,).
 ops::BatchNorm geometry(const char* op, const NDArray& x,
@@ -64,6 +73,17 @@ BatchNormTrain batch_norm_train(const NDArray& x, const NDArray& gamma, const ND
                               pv.get(), pi.get());
            k.batch_norm_update_running(ctx, g, momentum, pm.get(), pv.get(), prm.get(), prv.get());
          });
+  // The running statistics are overwritten in place (auxiliary states: no gradient).
+  ag::bump_version(running_mean);
+  ag::bump_version(running_var);
+  if (ag::should_record({&x, &gamma, &beta})) {
+    const bool hx = has_history(x), hg = has_history(gamma) && !fix_gamma, hb = has_history(beta);
+    ag::record_op(op, {x, gamma, beta}, {&r.y}, {x, gamma, r.mean, r.inv_std},
+                  [=](const ag::Saved& s, const std::vector<NDArray>& dy) {
+                    return pick(batch_norm_backward(s[0], dy[0], s[1], s[2], s[3], fix_gamma), hx,
+                                hg, hb);
+                  });
+  }
   return r;
 }
 
@@ -88,6 +108,15 @@ NDArray batch_norm(const NDArray& x, const NDArray& gamma, const NDArray& beta,
            k.batch_norm_infer(ctx, g, px.get(), pg.get(), pb.get(), prm.get(), prv.get(), eps,
                               py.get());
          });
+  if (ag::should_record({&x, &gamma, &beta})) {
+    const bool hx = has_history(x), hg = has_history(gamma) && !fix_gamma, hb = has_history(beta);
+    ag::record_op(op, {x, gamma, beta}, {&y}, {x, gamma, running_mean, running_var},
+                  [=](const ag::Saved& s, const std::vector<NDArray>& dy) {
+                    return pick(batch_norm_infer_backward(s[0], dy[0], s[1], s[2], s[3], eps,
+                                                          fix_gamma),
+                                hx, hg, hb);
+                  });
+  }
   return y;
 }
 

@@ -2,6 +2,7 @@
 // pushed per call (cnn_launch.h places it), gradients recorded while autograd records.
 #include <string>
 
+#include "autograd_internal.h"
 #include "cnn_launch.h"
 #include "depengine/nn.h"
 
@@ -15,6 +16,11 @@ using detail::cnn::chunk;
 using detail::cnn::launch;
 using detail::cnn::ptr_of;
 using detail::cnn::same_place;
+namespace ag = autograd::detail;
+
+bool has_history(const NDArray& a) noexcept {
+  return a.defined() && ArrayInternals::node(a) != nullptr;
+}
 
 std::string pair_str(Size2 p) {
   std::string s(1, '(');  // appended piece by piece: g++ 12 -O3 warns on "(" + std::string
@@ -108,6 +114,20 @@ NDArray convolution(const NDArray& x, const NDArray& w, const NDArray& b, Size2 
   launch(chunk(y), reads, {chunk(y).var}, op, [=](const RunContext& ctx, auto k) {
     k.conv2d_forward(ctx, g, px.get(), pw.get(), pb.get(), py.get());
   });
+  if (ag::should_record({&x, &w, &b})) {
+    const bool hx = has_history(x), hw = has_history(w), hb = has_history(b);
+    std::vector<NDArray> inputs{x, w};
+    if (b.defined()) inputs.push_back(b);
+    ag::record_op(op, inputs, {&y}, {x, w},
+                  [=, xs = x.shape(), ws = w.shape(), with_bias = b.defined()](
+                      const ag::Saved& s, const std::vector<NDArray>& dy) {
+                    std::vector<NDArray> grads{
+                        hx ? convolution_backward_data(dy[0], s[1], xs, stride, pad) : NDArray(),
+                        hw ? convolution_backward_weight(s[0], dy[0], ws, stride, pad) : NDArray()};
+                    if (with_bias) grads.push_back(hb ? convolution_backward_bias(dy[0]) : NDArray());
+                    return grads;
+                  });
+  }
   return y;
 }
 
@@ -171,6 +191,13 @@ NDArray pooling(const NDArray& x, Size2 kernel, Size2 stride, Size2 pad, PoolTyp
   const ops::Pool pt = to_ops(type);
   launch(chunk(y), {cx.var}, {chunk(y).var}, type == PoolType::max ? "max_pooling" : "avg_pooling",
          [=](const RunContext& ctx, auto k) { k.pool2d_forward(ctx, pt, g, px.get(), py.get()); });
+  if (ag::should_record({&x})) {
+    ag::record_op(type == PoolType::max ? "max_pooling" : "avg_pooling", {x}, {&y}, {x},
+                  [=](const ag::Saved& s, const std::vector<NDArray>& dy) {
+                    return std::vector<NDArray>{pooling_backward(s[0], dy[0], kernel, stride, pad,
+                                                                 type, global, count_include_pad)};
+                  });
+  }
   return y;
 }
 

@@ -1,6 +1,7 @@
 // nd::softmax, nd::log_softmax and nd::nll_loss (depengine/nn.h), with their gradients.
 #include <string>
 
+#include "autograd_internal.h"
 #include "cnn_launch.h"
 #include "depengine/nn.h"
 
@@ -14,6 +15,7 @@ using detail::cnn::chunk;
 using detail::cnn::launch;
 using detail::cnn::ptr_of;
 using detail::cnn::same_place;
+namespace ag = autograd::detail;
 
 // The rows × cols view of x along its last axis; `axis` must name it.
 void require_last_axis(const char* op, const NDArray& x, int axis) {
@@ -39,6 +41,11 @@ NDArray softmax_op(const char* op, bool log, const NDArray& x, int axis) {
   launch(chunk(y), {cx.var}, {chunk(y).var}, op, [=](const RunContext& ctx, auto k) {
     k.softmax_forward(ctx, log, px.get(), rows, cols, py.get());
   });
+  if (ag::should_record({&x})) {
+    ag::record_op(op, {x}, {&y}, {y}, [log](const ag::Saved& s, const std::vector<NDArray>& dy) {
+      return std::vector<NDArray>{softmax_backward(s[0], dy[0], log)};
+    });
+  }
   return y;
 }
 
@@ -91,6 +98,12 @@ NDArray nll_loss(const NDArray& logp, const NDArray& labels) {
          [=](const RunContext& ctx, auto k) {
            k.nll_loss_forward(ctx, pp.get(), pl.get(), rows, cols, po.get());
          });
+  if (ag::should_record({&logp})) {
+    ag::record_op(op, {logp, labels}, {&loss}, {labels},
+                  [cols](const ag::Saved& s, const std::vector<NDArray>& dy) {
+                    return std::vector<NDArray>{nll_loss_backward(dy[0], s[0], cols), NDArray()};
+                  });
+  }
   return loss;
 }
 

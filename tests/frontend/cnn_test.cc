@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "depengine/autograd.h"
 #include "depengine/ndarray.h"
 #include "depengine/nn.h"
 #include "support/test_support.h"
@@ -343,6 +344,189 @@ TEST(CnnOps, BatchNormTrainingInferenceAndGradients) {
     const NDArray yf = nd::batch_norm(x, gamma, beta, m2, v2, eps, 0.9f, true, true);
     expect_near(yf.to_vector(), bn_ref(wide(xv), Vec(c, 1.0), wide(bv), outer, c, inner, eps),
                 "fix_gamma", 1e-5);
+  }
+}
+
+// ---- autograd ------------------------------------------------------------------------------
+
+// The gradients autograd records for `f` of the variables `inputs` (head gradient r), as
+// vectors, one per input.
+std::vector<std::vector<float>> taped(const std::function<NDArray(std::vector<NDArray>&)>& f,
+                                      std::vector<NDArray> inputs, const std::vector<float>& r) {
+  for (NDArray& a : inputs) a.attach_grad();
+  NDArray y;
+  {
+    autograd::RecordScope record;
+    y = f(inputs);
+  }
+  autograd::backward({y}, {nd::array(r, y.shape())});
+  std::vector<std::vector<float>> out;
+  for (const NDArray& a : inputs) out.push_back(a.grad().to_vector());
+  return out;
+}
+
+TEST(CnnAutograd, ConvolutionGradientsMatchFiniteDifferences) {
+  unsigned seed = 500;
+  for (const ConvCase& c : kConvCases) {
+    SCOPED_TRACE(shape_str(c.x) + " * " + shape_str(c.w));
+    const std::size_t nx = c.x[0] * c.x[1] * c.x[2] * c.x[3], nw = c.w[0] * c.w[1] * c.w[2] * c.w[3];
+    const std::vector<float> xv = reals(nx, ++seed), wv = reals(nw, ++seed), bv = reals(c.w[0], ++seed);
+    const Vec y = conv_ref(c, wide(xv), wide(wv), wide(bv));
+    const std::vector<float> rv = reals(y.size(), ++seed);
+    std::vector<NDArray> in{nd::array(xv, c.x), nd::array(wv, c.w)};
+    if (c.bias) in.push_back(nd::array(bv, {c.w[0]}));
+    const auto g = taped(
+        [&](std::vector<NDArray>& v) {
+          return nd::convolution(v[0], v[1], c.bias ? v[2] : NDArray(), c.stride, c.pad);
+        },
+        in, rv);
+    const Vec r = wide(rv);
+    expect_near(g[0], numeric_grad([&](const Vec& v) { return conv_ref(c, v, wide(wv), wide(bv)); }, wide(xv), r),
+                "d/dx", 1e-4);
+    expect_near(g[1], numeric_grad([&](const Vec& v) { return conv_ref(c, wide(xv), v, wide(bv)); }, wide(wv), r),
+                "d/dw", 1e-4);
+    if (c.bias) {
+      expect_near(g[2], numeric_grad([&](const Vec& v) { return conv_ref(c, wide(xv), wide(wv), v); }, wide(bv), r),
+                  "d/db", 1e-4);
+    }
+  }
+}
+
+TEST(CnnAutograd, PoolingGradientsMatchFiniteDifferences) {
+  unsigned seed = 600;
+  for (const PoolCase& c : kPoolCases) {
+    SCOPED_TRACE(shape_str(c.x) + (c.type == nd::PoolType::max ? " max" : " avg"));
+    const std::vector<float> xv = distinct(c.x[0] * c.x[1] * c.x[2] * c.x[3], ++seed);
+    const std::vector<float> rv = reals(pool_ref(c, wide(xv)).size(), ++seed);
+    const auto g = taped(
+        [&](std::vector<NDArray>& v) {
+          return nd::pooling(v[0], c.kernel, c.stride, c.pad, c.type, c.global, c.count_include_pad);
+        },
+        {nd::array(xv, c.x)}, rv);
+    expect_near(g[0], numeric_grad([&](const Vec& v) { return pool_ref(c, v); }, wide(xv), wide(rv)),
+                "d/dx", 1e-4);
+  }
+}
+
+TEST(CnnAutograd, SoftmaxLogSoftmaxAndNllGradients) {
+  const std::size_t rows = 4, cols = 6;
+  const std::vector<float> xv = reals(rows * cols, 70), rv = reals(rows * cols, 71);
+  for (bool log : {false, true}) {
+    const auto g = taped(
+        [&](std::vector<NDArray>& v) { return log ? nd::log_softmax(v[0]) : nd::softmax(v[0]); },
+        {nd::array(xv, {rows, cols})}, rv);
+    expect_near(g[0], numeric_grad([&](const Vec& v) { return softmax_ref(v, cols, log); }, wide(xv), wide(rv)),
+                log ? "log_softmax" : "softmax", 1e-4);
+  }
+  // nll_loss(log_softmax(z)): d/dz = dloss · (softmax(z) − onehot(label)); labels get none.
+  const std::vector<float> labels = {1, 0, 5, 2}, dl = {1.0f, 0.5f, -2.0f, 3.0f};
+  const NDArray lab = nd::array(labels, {rows});
+  const auto g = taped(
+      [&](std::vector<NDArray>& v) { return nd::nll_loss(nd::log_softmax(v[0]), lab); },
+      {nd::array(xv, {rows, cols})}, dl);
+  const Vec p = softmax_ref(wide(xv), cols, false);
+  Vec want(rows * cols);
+  for (std::size_t r = 0; r < rows; ++r)
+    for (std::size_t j = 0; j < cols; ++j)
+      want[r * cols + j] = dl[r] * (p[r * cols + j] - (j == std::size_t(labels[r]) ? 1.0 : 0.0));
+  expect_near(g[0], want, "nll_loss(log_softmax)", 1e-5);
+}
+
+TEST(CnnAutograd, BatchNormGradientsInTrainingAndInference) {
+  const Shape s{3, 2, 2, 3};
+  const std::size_t outer = 3, c = 2, inner = 6, n = 36;
+  const std::vector<float> xv = reals(n, 80), gv = reals(c, 81), bv = reals(c, 82), rv = reals(n, 83);
+  const float eps = 1e-5f;
+  NDArray rm = nd::zeros({c}), rvar = nd::ones({c});
+  const auto g = taped(
+      [&](std::vector<NDArray>& v) { return nd::batch_norm(v[0], v[1], v[2], rm, rvar, eps, 0.9f, true); },
+      {nd::array(xv, s), nd::array(gv, {c}), nd::array(bv, {c})}, rv);
+  const Vec r = wide(rv);
+  expect_near(g[0], numeric_grad([&](const Vec& v) { return bn_ref(v, wide(gv), wide(bv), outer, c, inner, eps); }, wide(xv), r),
+              "d/dx", 2e-4);
+  expect_near(g[1], numeric_grad([&](const Vec& v) { return bn_ref(wide(xv), v, wide(bv), outer, c, inner, eps); }, wide(gv), r),
+              "d/dgamma", 1e-4);
+  expect_near(g[2], numeric_grad([&](const Vec& v) { return bn_ref(wide(xv), wide(gv), v, outer, c, inner, eps); }, wide(bv), r),
+              "d/dbeta", 1e-4);
+  // Inference: the running statistics are constants.
+  const std::vector<float> rmv = rm.to_vector(), rvv = rvar.to_vector();
+  auto infer = [&](const Vec& x, const Vec& gamma, const Vec& beta) {
+    Vec y(n);
+    for (std::size_t e = 0; e < n; ++e) {
+      const std::size_t ch = e / inner % c;
+      y[e] = gamma[ch] * (x[e] - rmv[ch]) / std::sqrt(double(rvv[ch]) + eps) + beta[ch];
+    }
+    return y;
+  };
+  const auto gi = taped(
+      [&](std::vector<NDArray>& v) { return nd::batch_norm(v[0], v[1], v[2], rm, rvar, eps, 0.9f, false); },
+      {nd::array(xv, s), nd::array(gv, {c}), nd::array(bv, {c})}, rv);
+  expect_near(gi[0], numeric_grad([&](const Vec& v) { return infer(v, wide(gv), wide(bv)); }, wide(xv), r), "inference d/dx", 1e-4);
+  expect_near(gi[1], numeric_grad([&](const Vec& v) { return infer(wide(xv), v, wide(bv)); }, wide(gv), r), "inference d/dgamma", 1e-4);
+  expect_near(gi[2], numeric_grad([&](const Vec& v) { return infer(wide(xv), wide(gv), v); }, wide(bv), r), "inference d/dbeta", 1e-4);
+}
+
+TEST(CnnAutograd, ARunningStatisticUpdatedAfterAnInferenceForwardFailsItsBackward) {
+  NDArray x = nd::array(reals(12, 90), {3, 4}), gamma = nd::ones({4}), beta = nd::zeros({4});
+  NDArray rm = nd::zeros({4}), rv = nd::ones({4});
+  x.attach_grad();
+  NDArray y;
+  {
+    autograd::RecordScope record;
+    y = nd::batch_norm(x, gamma, beta, rm, rv, 1e-5f, 0.9f, false);
+  }
+  nd::batch_norm(x.detach(), gamma, beta, rm, rv, 1e-5f, 0.9f, true);  // updates rm, rv
+  expect_error([&] { autograd::backward({y}, {nd::ones({3, 4})}); }, {"batch_norm"});
+}
+
+// One recorded step of a small CNN on `d` (conv, batch norm, max pool, log_softmax, nll; no
+// relu: the core's relu gradient is CPU-only for now): the loss and the gradients of every
+// parameter and of the input.
+std::vector<std::vector<float>> taped_step(Device d) {
+  std::vector<NDArray> p{nd::array(reals(4 * 2 * 8 * 8, 41), {4, 2, 8, 8}, d),
+                         nd::array(reals(5 * 2 * 3 * 3, 42), {5, 2, 3, 3}, d),
+                         nd::array(reals(5, 43), {5}, d), nd::array(reals(5, 44), {5}, d),
+                         nd::array(reals(5, 45), {5}, d)};
+  for (NDArray& a : p) a.attach_grad();
+  NDArray rm = nd::zeros({5}, d), rv = nd::ones({5}, d);
+  const NDArray labels = nd::array(std::vector<float>{3, 0, 79, 12}, {4}, d);
+  NDArray loss;
+  {
+    autograd::RecordScope record;
+    const NDArray y = nd::convolution(p[0], p[1], p[2], {1, 1}, {1, 1});
+    const NDArray h = nd::batch_norm(y, p[3], p[4], rm, rv);
+    const NDArray q = nd::pooling(h, {2, 2}, {2, 2}, {0, 0}, nd::PoolType::max);
+    loss = nd::nll_loss(nd::log_softmax(q.reshape({4, 80})), labels);
+  }
+  autograd::backward({loss});
+  std::vector<std::vector<float>> out{loss.to_vector(), rm.to_vector(), rv.to_vector()};
+  for (const NDArray& a : p) out.push_back(a.grad().to_vector());
+  return out;
+}
+
+void expect_same_bits(const std::vector<std::vector<float>>& got,
+                      const std::vector<std::vector<float>>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    ASSERT_EQ(got[i].size(), want[i].size()) << i;
+    EXPECT_EQ(std::memcmp(got[i].data(), want[i].data(), got[i].size() * sizeof(float)), 0)
+        << "output " << i;
+  }
+}
+
+TEST(CnnAutograd, SameGradientBitsOnEveryEngineWorkerCountAndSimulatedGpu) {
+  std::vector<std::vector<float>> want;
+  {
+    auto naive = Engine::create("naive");
+    EngineScope use(*naive);
+    want = taped_step(Device::cpu());
+  }
+  for (int workers : {1, 2, 4}) {
+    SCOPED_TRACE(workers);
+    auto e = Engine::create("threaded", {.cpu_threads = workers, .sim_gpus = 1});
+    EngineScope use(*e);
+    expect_same_bits(taped_step(Device::cpu()), want);
+    expect_same_bits(taped_step(Device::gpu(0)), want);
   }
 }
 
