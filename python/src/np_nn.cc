@@ -9,6 +9,7 @@
 #include <string>
 
 #include "binding.h"
+#include "depengine/autograd.h"
 #include "depengine/nn.h"
 
 namespace depengine::python {
@@ -145,9 +146,9 @@ NDArray batch_norm(nb::handle x_, nb::handle gamma_, nb::handle beta_, NDArray& 
     throw nb::value_error("batch_norm: only axis=1 (the channel axis of NCHW) is supported");
   }
   const NDArray gamma = as_array(gamma_, &x, fn), beta = as_array(beta_, &x, fn);
-  // MXNet normalizes with the batch's statistics (and updates the running ones) in training
-  // mode, unless use_global_stats.
-  const bool training = !use_global_stats;
+  // As MXNet: the batch's statistics (and an update of the running ones) in training mode
+  // (autograd.record() or train_mode()), unless use_global_stats; else the running ones.
+  const bool training = !use_global_stats && autograd::is_training();
   return frontend_call(x.engine(), [&] {
     return nd::batch_norm(x, gamma, beta, running_mean, running_var, eps, momentum, training,
                           fix_gamma);

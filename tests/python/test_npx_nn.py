@@ -3,7 +3,7 @@ pick) against NumPy references, with MXNet 1.9's keywords, and their errors."""
 import numpy
 import pytest
 
-from depengine import np, npx
+from depengine import autograd, np, npx
 
 RNG = numpy.random.default_rng(25)
 
@@ -157,16 +157,22 @@ def test_batch_norm_training_and_global_stats(shape):
     c = shape[1]
     gamma, beta = rand(c), rand(c)
     rm, rv = np.zeros(c), np.ones(c)
-    y = npx.batch_norm(np.array(x), np.array(gamma), np.array(beta), rm, rv, eps=1e-5,
-                       momentum=0.9, fix_gamma=False, use_global_stats=False, axis=1)
+    with autograd.train_mode():
+        y = npx.batch_norm(np.array(x), np.array(gamma), np.array(beta), rm, rv, eps=1e-5,
+                           momentum=0.9, fix_gamma=False, use_global_stats=False, axis=1)
     want, mean, var = bn_ref(x, gamma, beta, 1e-5)
     close(y, want, 1e-4)
     # The running statistics are updated in place, as MXNet does (biased variance).
     close(rm, 0.1 * mean, 1e-5)
     close(rv, 0.9 + 0.1 * var, 1e-5)
-    # use_global_stats normalizes with the running statistics and leaves them as they are.
-    g = npx.batch_norm(np.array(x), np.array(gamma), np.array(beta), rm, rv, eps=1e-5,
-                       fix_gamma=False, use_global_stats=True)
+    # use_global_stats, or predict mode (outside autograd.record), normalizes with the running
+    # statistics and leaves them as they are.
+    with autograd.train_mode():
+        g = npx.batch_norm(np.array(x), np.array(gamma), np.array(beta), rm, rv, eps=1e-5,
+                           fix_gamma=False, use_global_stats=True)
+    p = npx.batch_norm(np.array(x), np.array(gamma), np.array(beta), rm, rv, eps=1e-5,
+                       fix_gamma=False)
+    numpy.testing.assert_array_equal(p.asnumpy(), g.asnumpy())
     shape1 = (1, -1) + (1,) * (x.ndim - 2)
     rmv, rvv = 0.1 * mean, 0.9 + 0.1 * var
     close(g, (x - rmv.reshape(shape1)) / numpy.sqrt(rvv.reshape(shape1) + 1e-5)
@@ -174,7 +180,8 @@ def test_batch_norm_training_and_global_stats(shape):
     close(rm, rmv, 1e-5)
     # MXNet's default fix_gamma=True takes gamma as 1.
     rm2, rv2 = np.zeros(c), np.ones(c)
-    f = npx.batch_norm(np.array(x), np.array(gamma), np.array(beta), rm2, rv2, eps=1e-5)
+    with autograd.train_mode():
+        f = npx.batch_norm(np.array(x), np.array(gamma), np.array(beta), rm2, rv2, eps=1e-5)
     close(f, bn_ref(x, numpy.ones(c, numpy.float32), beta, 1e-5)[0], 1e-4)
 
 
@@ -185,3 +192,63 @@ def test_batch_norm_errors():
         npx.batch_norm(x, np.ones(4), np.zeros(3), rm, rv)
     with pytest.raises(ValueError, match="only axis=1"):
         npx.batch_norm(x, np.ones(3), np.zeros(3), rm, rv, axis=3)
+
+
+def numeric_grad(f, x, r, h=1e-3):
+    """d/dx of sum(r * f(x)) by central differences, in float64."""
+    g = numpy.zeros_like(x, dtype=numpy.float64)
+    flat = x.astype(numpy.float64).ravel()
+    for i in range(flat.size):
+        up, down = flat.copy(), flat.copy()
+        up[i] += h
+        down[i] -= h
+        g.ravel()[i] = ((f(up.reshape(x.shape)) - f(down.reshape(x.shape))) * r).sum() / (2 * h)
+    return g
+
+
+def test_gradients_through_autograd_match_finite_differences():
+    x, w, b = rand(2, 2, 5, 5), rand(3, 2, 3, 3), rand(3)
+    gamma, beta = rand(3), rand(3)
+    xa, wa, ba, ga, bb = (np.array(v) for v in (x, w, b, gamma, beta))
+    for a in (xa, wa, ba, ga, bb):
+        a.attach_grad()
+    rm, rv = np.zeros(3), np.ones(3)
+    with autograd.record():
+        y = npx.convolution(xa, wa, ba, kernel=(3, 3), stride=(2, 2), pad=(1, 1), num_filter=3)
+        z = npx.batch_norm(y, ga, bb, rm, rv, eps=1e-5, fix_gamma=False)
+        p = npx.pooling(z, kernel=(2, 2), stride=(1, 1), pool_type="avg")
+        out = npx.log_softmax(p.reshape((2, 12)))
+    r = rand(2, 12)
+    out.backward(np.array(r))
+
+    def net(xv, wv, bv, gv, betav):
+        yv = conv_ref(xv, wv, bv, (2, 2), (1, 1))
+        zv = bn_ref(yv, gv, betav, 1e-5)[0]
+        pv = pool_ref(zv, (2, 2), (1, 1), (0, 0), "avg").reshape(2, 12)
+        return pv - numpy.log(numpy.exp(pv - pv.max(-1, keepdims=True)).sum(-1, keepdims=True)) \
+            - pv.max(-1, keepdims=True)
+
+    args = [x, w, b, gamma, beta]
+    for i, a in enumerate((xa, wa, ba, ga, bb)):
+        def f(v, i=i):
+            return net(*[v if j == i else args[j].astype(numpy.float64) for j in range(5)])
+        numpy.testing.assert_allclose(a.grad.asnumpy(), numeric_grad(f, args[i], r),
+                                      rtol=2e-3, atol=2e-3)
+
+
+def test_max_pool_and_softmax_gradients():
+    x = (RNG.permutation(2 * 2 * 6 * 6).reshape(2, 2, 6, 6) * 0.05).astype(numpy.float32)
+    xa = np.array(x)
+    xa.attach_grad()
+    with autograd.record():
+        y = npx.softmax(npx.pooling(xa, kernel=(3, 3), stride=(2, 2), pad=(1, 1)).reshape((2, 18)))
+    r = rand(2, 18)
+    y.backward(np.array(r))
+
+    def f(v):
+        pv = pool_ref(v, (3, 3), (2, 2), (1, 1), "max").reshape(2, 18)
+        e = numpy.exp(pv - pv.max(-1, keepdims=True))
+        return e / e.sum(-1, keepdims=True)
+
+    numpy.testing.assert_allclose(xa.grad.asnumpy(), numeric_grad(f, x, r, h=1e-4),
+                                  rtol=1e-3, atol=1e-3)
