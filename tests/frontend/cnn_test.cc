@@ -641,5 +641,21 @@ TEST(CnnOps, EveryOpOnASimulatedGpuGivesTheCpuBits) {
   }
 }
 
+TEST(CnnOps, CudaDeviceMatchesTheCpuToRounding) {
+  if (Device::gpu_count() == 0) GTEST_SKIP() << "no CUDA device";
+  auto e = Engine::create("threaded", {.cpu_threads = 2});
+  EngineScope use(*e);
+  const auto cpu = run_network(Device::cpu());
+  const auto gpu = run_network(Device::gpu(0));
+  ASSERT_EQ(gpu.size(), cpu.size());
+  for (std::size_t i = 0; i < gpu.size(); ++i) {
+    expect_near(gpu[i], wide(cpu[i]), "output " + std::to_string(i), 1e-4);
+  }
+  const auto gcpu = taped_step(Device::cpu()), ggpu = taped_step(Device::gpu(0));
+  for (std::size_t i = 0; i < ggpu.size(); ++i) {
+    expect_near(ggpu[i], wide(gcpu[i]), "gradient " + std::to_string(i), 1e-4);
+  }
+}
+
 }  // namespace
 }  // namespace depengine
