@@ -158,7 +158,13 @@ void col2im(const Geometry& geo, const float* col, float* image) {
           if (iy < g.pad_h || iy - g.pad_h >= g.height) continue;
           float* __restrict out = plane + (iy - g.pad_h) * g.width;
           // x >= lo keeps x·s + j − pad in [0, width).
-          for (std::size_t x = lo; x < hi; ++x) out[x * g.stride_w + j - g.pad_w] += in[x];
+          if (g.stride_w == 1) {
+            float* __restrict o = out + (lo + j - g.pad_w);  // a contiguous run: vectorizes
+            const float* __restrict src = in + lo;
+            for (std::size_t x = 0; x < hi - lo; ++x) o[x] += src[x];
+          } else {
+            for (std::size_t x = lo; x < hi; ++x) out[x * g.stride_w + j - g.pad_w] += in[x];
+          }
         }
       }
     }
