@@ -2,6 +2,7 @@
 // push one op that reads the gradient and writes the weight and its states.
 #include "depengine/optim.h"
 
+#include <algorithm>
 #include <cmath>
 #include <initializer_list>
 #include <string>
@@ -10,6 +11,9 @@
 
 #include "depengine/config.h"
 #include "depengine/ops/optimizer.h"
+#if DEPENGINE_HAS_CUDA
+#include "depengine/ops/cuda.h"
+#endif
 #include "internal.h"
 
 namespace depengine::nd {
@@ -281,6 +285,51 @@ void rmspropalex_update(NDArray& weight, const NDArray& grad, NDArray& n, NDArra
 #else
   push_update(op, o, kernel(ops::cpu::update_rmsprop), 0);
 #endif
+}
+
+void reset_arrays(const std::vector<NDArray>& arrays) {
+  const char* op = "reset_arrays";
+  std::vector<std::pair<Device, std::vector<Chunk*>>> groups;
+  for (const NDArray& a : arrays) {
+    Chunk& c = detail::require(a, op);
+    if (c.engine != detail::require(arrays.front(), op).engine) {
+      throw Error("reset_arrays: the arrays live on more than one engine");
+    }
+    auto it = std::find_if(groups.begin(), groups.end(),
+                           [&](const auto& g) { return g.first == c.device; });
+    if (it == groups.end()) it = groups.insert(groups.end(), {c.device, {}});
+    it->second.push_back(&c);
+  }
+  for (const auto& [device, chunks] : groups) {
+    std::vector<Var> writes;
+    std::vector<std::pair<Ptr, std::size_t>> targets;
+    for (const Chunk* c : chunks) {
+      writes.push_back(c->var);
+      targets.emplace_back(detail::ptr(*c), c->size);
+    }
+    auto fill_host = [targets] {
+      for (const auto& [p, n] : targets) std::fill_n(p.get(), n, 0.0f);
+    };
+    Engine& e = *chunks.front()->engine;
+    if (device.is_cpu()) {
+      e.push([fill_host](const RunContext&) { fill_host(); }, {}, writes, PushOptions{.name = op});
+      continue;
+    }
+    const bool simulated = chunks.front()->simulated;
+    e.push(
+        [=](const RunContext& ctx) {
+          if (simulated) {
+            ctx.stream->enqueue_host(fill_host);
+            return;
+          }
+#if DEPENGINE_HAS_CUDA
+          for (const auto& [p, n] : targets) ops::cuda::fill(ctx, p.get(), n, 0.0f);
+#else
+          no_cuda(ctx.device);
+#endif
+        },
+        {}, writes, PushOptions{.device = device, .lane = Lane::compute, .name = op});
+  }
 }
 
 }  // namespace depengine::nd

@@ -2,6 +2,10 @@
 // keyword names of MXNet's sgd_update, sgd_mom_update, adam_update, rmsprop_update and
 // rmspropalex_update (plus adadelta_update). Each call pushes one op that writes the weight
 // and its states in place and returns None at once; gluon.Trainer calls them.
+#include <nanobind/stl/vector.h>
+
+#include <vector>
+
 #include "binding.h"
 #include "depengine/optim.h"
 
@@ -101,6 +105,15 @@ void bind_optim(nb::module_& m) {
         "gamma1"_a = 0.95f, "gamma2"_a = 0.9f, "epsilon"_a = 1e-8f, "wd"_a = 0.0f,
         "rescale_grad"_a = 1.0f, "clip_gradient"_a = -1.0f, "clip_weights"_a = -1.0f,
         "MXNet's rmspropalex_update (centered RMSProp, Graves).");
+  o.def("reset_arrays",
+        [](const std::vector<NDArray>& arrays) {
+          if (arrays.empty()) return;
+          frontend_call(arrays.front().engine(), [&] {
+            nd::reset_arrays(arrays);
+            return 0;
+          });
+        },
+        "arrays"_a, "Sets every array to zeros: one op per device (MXNet's reset_arrays).");
 }
 
 }  // namespace depengine::python

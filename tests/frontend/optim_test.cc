@@ -194,6 +194,18 @@ TEST_P(Optim, SameBitsAsTheNaiveCpuEngine) {
   EXPECT_EQ(here, run(Device::cpu()));
 }
 
+// NaNs and infinities too: zero_grad must not be grad *= 0.
+TEST_P(Optim, ResetArraysZeroesEveryArray) {
+  NDArray a = array(std::vector<float>(kN, NAN)), b = nd::full({3, 2}, INFINITY, device());
+  NDArray c = nd::ones({4}), untouched = nd::ones({4}, device());
+  nd::reset_arrays({a, b, c});
+  EXPECT_EQ(a.to_vector(), std::vector<float>(kN, 0.0f));
+  EXPECT_EQ(b.to_vector(), std::vector<float>(6, 0.0f));
+  EXPECT_EQ(c.to_vector(), std::vector<float>(4, 0.0f));
+  EXPECT_EQ(untouched.to_vector(), std::vector<float>(4, 1.0f));
+  nd::reset_arrays({});
+}
+
 INSTANTIATE_TEST_SUITE_P(Engines, Optim,
                          testing::Values(Where{"naive", 1, false, 0}, Where{"threaded", 1, false, 0},
                                          Where{"threaded", 4, false, 0},

@@ -17,6 +17,8 @@
 // by the engine after the earlier reads and writes of the weight and its states.
 #pragma once
 
+#include <vector>
+
 #include "depengine/ndarray.h"
 
 namespace depengine::nd {
@@ -76,5 +78,10 @@ void rmsprop_update(NDArray& weight, const NDArray& grad, NDArray& n,
 // MXNet's rmspropalex_update (centered RMSProp); `options.centered` must be true.
 void rmspropalex_update(NDArray& weight, const NDArray& grad, NDArray& n, NDArray& g,
                         NDArray& delta, const RmsPropOptions& options);
+
+// Sets every array to zeros (MXNet's reset_arrays, behind Gluon's zero_grad): one op per
+// device among them that writes them all. Arrays must be defined and on one engine; an empty
+// list pushes nothing.
+void reset_arrays(const std::vector<NDArray>& arrays);
 
 }  // namespace depengine::nd
