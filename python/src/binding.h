@@ -23,6 +23,8 @@ void bind_np(nb::module_& np, nb::module_& npx);
 void bind_array_segments(nb::module_& npx);
 // _depengine._optim: the fused optimizer updates (optim.cc).
 void bind_optim(nb::module_& m);
+// _depengine._gluon: the fused layer ops (gluon_ops.cc).
+void bind_gluon_ops(nb::module_& m);
 
 // The engines Python has used: every Engine made from Python and the process default.
 // Engines made from Python live until the process exits (arrays made on one may outlive

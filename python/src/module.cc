@@ -42,6 +42,7 @@ NB_MODULE(_depengine, m) {
   bind_np(np, npx);
   bind_array_segments(npx);
   bind_optim(m);
+  bind_gluon_ops(m);
 
   m.def("_close_python",
         [] {

@@ -1,4 +1,5 @@
 """The Python examples run (against the installed package)."""
+import os
 import pathlib
 import subprocess
 import sys
@@ -6,14 +7,19 @@ import sys
 EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples" / "python"
 
 
-def run(args, cwd):
+def run(args, cwd, env=None):
     return subprocess.run([sys.executable, *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=300)
+                          timeout=300, env=None if env is None else {**os.environ, **env})
 
 
 def test_d2l_chapter_example_runs():
-    r = run(["d2l_async.py"], EXAMPLES)
+    # 13.2.4's training loops on 4 batches: the figures and their text, not their values.
+    r = run(["d2l_async.py"], EXAMPLES, env={"D2L_MEMORY_BATCHES": "4"})
     assert r.returncode == 0, r.stderr
+    assert r.stdout.count("increased memory:") == 2 and r.stdout.count("time per epoch:") == 2
+    for figure in ["13.2.4: 4 batches", "with l.wait_to_read() per batch",
+                   "without (waitall at the end)", "What 13.2.4's figures say."]:
+        assert figure in r.stdout
     for figure in ["numpy:", "mxnet.np:", "Done:", "waitall:", "wait_to_read:",
                    "numpy conversion:", "scalar conversion:", "synchronous:", "asynchronous:",
                    "array([[3., 3.]])", "synchronous / asynchronous"]:
@@ -31,10 +37,11 @@ def test_d2l_chapter_example_runs():
 
 def test_chapter_code_differs_only_in_the_import():
     src = (EXAMPLES / "d2l_async.py").read_text()
-    assert "from depengine import np, npx\n" in src
+    assert "from depengine import autograd, gluon, np, npx\n" in src
     imports = [line for line in src.splitlines() if line.startswith(("import ", "from "))]
     assert imports == ["import os", "import subprocess", "import numpy",
-                       "from depengine import np, npx", "from d2l import mxnet as d2l"]
+                       "from depengine import autograd, gluon, np, npx",
+                       "from depengine.gluon import nn", "from d2l import mxnet as d2l"]
 
 
 def test_graph_example_runs(tmp_path):
