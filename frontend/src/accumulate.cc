@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "autograd_internal.h"
 #include "internal.h"
 
 namespace depengine {
@@ -58,6 +59,7 @@ void nd::accumulate(NDArray& dst, const NDArray& src) {
   // Nothing to add; and an empty array has no storage for the engine to combine into (it
   // refuses a null target).
   if (dst.size() == 0) return;
+  autograd::detail::in_place(dst, {&src}, kOp);
   ensure_reduction(cd);
   const float* from = cs.data;
   const std::size_t n = dst.size();

@@ -52,6 +52,9 @@ struct Chunk {
   DeviceBuffer* const buffer;
   // The var has its reduction hooks (nd::accumulate sets them on first use).
   std::atomic<bool> reduction_set{false};
+  // Counts the in-place writes pushed to this storage (autograd::detail::bump_version), so
+  // that a gradient whose saved input was overwritten since it was recorded is refused.
+  std::atomic<std::uint64_t> version{0};
 };
 
 // An array's storage as captured by an op: resolved when the op runs (see DeviceBuffer).
@@ -108,6 +111,16 @@ struct ArrayInternals {
   static NDArray view(const NDArray& a, Shape shape) { return NDArray(a.chunk_, std::move(shape)); }
   static Chunk* chunk(const NDArray& a) noexcept { return a.chunk_.get(); }
   static const std::shared_ptr<Chunk>& shared_chunk(const NDArray& a) noexcept { return a.chunk_; }
+  // Autograd history (autograd.cc).
+  static const std::shared_ptr<autograd::detail::Node>& node(const NDArray& a) noexcept {
+    return a.node_;
+  }
+  static std::uint32_t output(const NDArray& a) noexcept { return a.output_; }
+  static void set_history(NDArray& a, std::shared_ptr<autograd::detail::Node> node,
+                          std::uint32_t output) noexcept {
+    a.node_ = std::move(node);
+    a.output_ = output;
+  }
 };
 
 // nd::record (record.cc): while set on this thread, every chunk made (ArrayInternals::make)

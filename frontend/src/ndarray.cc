@@ -12,6 +12,7 @@
 
 #include "depengine/config.h"
 #include "depengine/ops/size.h"
+#include "autograd_internal.h"
 #include "internal.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -419,7 +420,16 @@ NDArray NDArray::reshape(Shape shape) const {
     throw Error("reshape: cannot reshape an array of shape " + shape_str(shape_) + " into " +
                 shape_str(shape));
   }
-  return detail::ArrayInternals::view(*this, std::move(shape));
+  NDArray out = detail::ArrayInternals::view(*this, std::move(shape));
+  if (autograd::detail::should_record({this})) {
+    const Shape from = shape_;
+    autograd::detail::record_op("reshape", {*this}, {&out}, {},
+                                [from](const autograd::detail::Saved&,
+                                       const std::vector<NDArray>& g) {
+                                  return std::vector<NDArray>{g[0].reshape(from)};
+                                });
+  }
+  return out;
 }
 
 std::ostream& operator<<(std::ostream& os, const NDArray& a) {

@@ -5,6 +5,7 @@
 
 #include "depengine/ops/gemm.h"
 #include "depengine/ops/nn.h"
+#include "autograd_internal.h"
 #include "internal.h"
 
 namespace depengine::nd {
@@ -155,6 +156,7 @@ void sgd_update(NDArray& w, const NDArray& grad, float lr, float weight_decay) {
     throw Error("sgd_update: the weight's shape " + shape_str(w.shape()) +
                 " differs from the gradient's " + shape_str(grad.shape()));
   }
+  autograd::detail::in_place(w, {&grad}, "sgd_update");
   float* pw = cw.data;
   const float* pg = cg.data;
   const std::size_t n = w.size();

@@ -18,6 +18,7 @@
 #include "depengine/ops/random.h"
 #include "depengine/ops/reduce.h"
 #include "depengine/ops/transpose.h"
+#include "autograd_internal.h"
 #include "depengine/config.h"
 #include "internal.h"
 
@@ -197,6 +198,7 @@ void binary_inplace(ops::Binary op, NDArray& a, const NDArray& b) {
     throw Error(std::string(name) + " (in place): shape " + shape_str(b.shape()) +
                 " does not broadcast to the output's shape " + shape_str(a.shape()));
   }
+  autograd::detail::in_place(a, {&b}, name);
   push_binary(op, ca, a.shape(), cb, b.shape(), ca, a.shape());
 }
 
@@ -206,6 +208,12 @@ void push_scalar(ops::Binary op, const Chunk& ca, float s, bool scalar_first, co
   launch(co, {ca.var}, {co.var}, ops::name(op), [=](const RunContext& ctx, auto k) {
     k.binary_scalar(ctx, op, pa.get(), s, scalar_first, po.get(), n);
   });
+}
+
+void scalar_inplace(ops::Binary op, NDArray& a, float s) {
+  Chunk& ca = require(a, ops::name(op));
+  autograd::detail::in_place(a, {}, ops::name(op));
+  push_scalar(op, ca, s, false, ca, a.size());
 }
 
 NDArray scalar(ops::Binary op, const NDArray& a, float s, bool scalar_first) {
@@ -272,9 +280,9 @@ NDArray reduce_axis(ops::Reduce op, const NDArray& a, int axis) {
   return out;
 }
 
-NDArray fill(const Shape& shape, float value, Device device, const char* name) {
-  detail::check_device(current_engine(), device, name);
-  NDArray out = ArrayInternals::make(current_engine(), shape, device, name);
+NDArray fill(Engine& e, const Shape& shape, float value, Device device, const char* name) {
+  detail::check_device(e, device, name);
+  NDArray out = ArrayInternals::make(e, shape, device, name);
   const Ptr po = ptr(out);
   const std::size_t n = out.size();
   launch(chunk(out), {}, {chunk(out).var}, name,
@@ -316,6 +324,234 @@ void push_random(const Chunk& out, std::size_t n, const char* name, Draw draw) {
       PushOptions{.device = out.device, .lane = Lane::compute, .name = name});
 }
 
+
+// ---- Autograd: the public ops record their gradients (autograd_internal.h) ----
+
+namespace ag = autograd::detail;
+
+bool has_history(const NDArray& a) noexcept { return ArrayInternals::node(a) != nullptr; }
+
+// op(a) · op(b) for 2-d arrays on any device: the products of dot's gradient.
+NDArray gemm_any(const NDArray& a, const NDArray& b, bool ta, bool tb) {
+  const Chunk& ca = chunk(a);
+  const Shape &sa = a.shape(), &sb = b.shape();
+  const std::size_t m = ta ? sa[1] : sa[0], k = ta ? sa[0] : sa[1], n = tb ? sb[0] : sb[1];
+  const std::size_t lda = sa[1], ldb = sb[1];
+  detail::check_gemm("dot (gradient)", sa, sb, m, n, k, lda, ldb, n);
+  NDArray out = ArrayInternals::make(*ca.engine, {m, n}, ca.device, "dot");
+  const Ptr pa = ptr(a), pb = ptr(b), po = ptr(out);
+  launch(chunk(out), {ca.var, chunk(b).var}, {chunk(out).var}, "dot_backward",
+         [=](const RunContext& ctx, auto kernels) {
+           kernels.gemm(ctx, ta, tb, m, n, k, 1.0f, pa.get(), lda, pb.get(), ldb, 0.0f,
+                        po.get(), n);
+         });
+  return out;
+}
+
+// 1.0f where the comparison holds: the factor that routes a gradient.
+NDArray mask(const NDArray& a, const NDArray& b, nd::Compare c) { return nd::compare(a, b, c); }
+
+NDArray binary_op(ops::Binary op, const NDArray& a, const NDArray& b) {
+  NDArray y = binary(op, a, b);
+  if (!ag::should_record({&a, &b})) return y;
+  const Shape sa = a.shape(), sb = b.shape();
+  const bool na = has_history(a), nb = has_history(b);
+  // Each gradient is computed only for an input with a history.
+  auto pick = [na, nb, sa, sb](NDArray ga, NDArray gb) {
+    return std::vector<NDArray>{na ? ag::sum_to(ga, sa) : NDArray(),
+                                nb ? ag::sum_to(gb, sb) : NDArray()};
+  };
+  using S = const ag::Saved&;
+  using D = const std::vector<NDArray>&;
+  switch (op) {
+    case ops::Binary::add:
+      ag::record_op("add", {a, b}, {&y}, {}, [pick](S, D g) { return pick(g[0], g[0]); });
+      break;
+    case ops::Binary::sub:
+      ag::record_op("sub", {a, b}, {&y}, {}, [pick, nb](S, D g) {
+        return pick(g[0], nb ? -g[0] : NDArray());
+      });
+      break;
+    case ops::Binary::mul:
+      ag::record_op("mul", {a, b}, {&y}, {a, b}, [pick, na, nb](S s, D g) {
+        return pick(na ? g[0] * s[1] : NDArray(), nb ? g[0] * s[0] : NDArray());
+      });
+      break;
+    case ops::Binary::div:
+      // d(a/b)/db = -a/b² = -y/b.
+      ag::record_op("div", {a, b}, {&y}, {b, y}, [pick, na, nb](S s, D g) {
+        return pick(na ? g[0] / s[0] : NDArray(), nb ? -(g[0] * s[1]) / s[0] : NDArray());
+      });
+      break;
+    case ops::Binary::pow:
+      ag::record_op("pow", {a, b}, {&y}, {a, b, y}, [pick, na, nb](S s, D g) {
+        return pick(na ? g[0] * s[1] * nd::pow(s[0], s[1] - 1.0f) : NDArray(),
+                    nb ? g[0] * s[2] * nd::log(s[0]) : NDArray());
+      });
+      break;
+    case ops::Binary::maximum:
+      // Ties go to a, as MXNet's maximum backward.
+      ag::record_op("maximum", {a, b}, {&y}, {a, b}, [pick, na, nb](S s, D g) {
+        return pick(na ? g[0] * mask(s[0], s[1], nd::Compare::greater_equal) : NDArray(),
+                    nb ? g[0] * mask(s[0], s[1], nd::Compare::less) : NDArray());
+      });
+      break;
+    case ops::Binary::minimum:
+      ag::record_op("minimum", {a, b}, {&y}, {a, b}, [pick, na, nb](S s, D g) {
+        return pick(na ? g[0] * mask(s[0], s[1], nd::Compare::less_equal) : NDArray(),
+                    nb ? g[0] * mask(s[0], s[1], nd::Compare::greater) : NDArray());
+      });
+      break;
+  }
+  return y;
+}
+
+NDArray scalar_op(ops::Binary op, const NDArray& a, float c, bool scalar_first) {
+  NDArray y = scalar(op, a, c, scalar_first);
+  if (!ag::should_record({&a})) return y;
+  using S = const ag::Saved&;
+  using D = const std::vector<NDArray>&;
+  using V = std::vector<NDArray>;
+  const char* name = ops::name(op);
+  switch (op) {
+    case ops::Binary::add:
+      ag::record_op(name, {a}, {&y}, {}, [](S, D g) { return V{g[0]}; });
+      break;
+    case ops::Binary::sub:
+      ag::record_op(name, {a}, {&y}, {}, [scalar_first](S, D g) {
+        return V{scalar_first ? -g[0] : g[0]};
+      });
+      break;
+    case ops::Binary::mul:
+      ag::record_op(name, {a}, {&y}, {}, [c](S, D g) { return V{g[0] * c}; });
+      break;
+    case ops::Binary::div:
+      if (scalar_first) {  // d(c/a)/da = -c/a² = -y/a
+        ag::record_op(name, {a}, {&y}, {a, y}, [](S s, D g) { return V{-(g[0] * s[1]) / s[0]}; });
+      } else {
+        ag::record_op(name, {a}, {&y}, {}, [c](S, D g) { return V{g[0] / c}; });
+      }
+      break;
+    case ops::Binary::pow:
+      if (scalar_first) {  // d(c^a)/da = c^a · ln c
+        ag::record_op(name, {a}, {&y}, {y}, [c](S s, D g) {
+          return V{g[0] * s[0] * std::log(c)};
+        });
+      } else {
+        ag::record_op(name, {a}, {&y}, {a}, [c](S s, D g) {
+          return V{g[0] * (nd::pow(s[0], c - 1.0f) * c)};
+        });
+      }
+      break;
+    case ops::Binary::maximum:
+    case ops::Binary::minimum:
+      throw Error(std::string(name) + ": no gradient for the scalar form");
+  }
+  return y;
+}
+
+NDArray unary_op(ops::Unary op, const NDArray& a) {
+  NDArray y = unary(op, a);
+  if (!ag::should_record({&a})) return y;
+  using S = const ag::Saved&;
+  using D = const std::vector<NDArray>&;
+  using V = std::vector<NDArray>;
+  const char* name = ops::name(op);
+  switch (op) {
+    case ops::Unary::neg:
+      ag::record_op(name, {a}, {&y}, {}, [](S, D g) { return V{-g[0]}; });
+      break;
+    case ops::Unary::exp:
+      ag::record_op(name, {a}, {&y}, {y}, [](S s, D g) { return V{g[0] * s[0]}; });
+      break;
+    case ops::Unary::log:
+      ag::record_op(name, {a}, {&y}, {a}, [](S s, D g) { return V{g[0] / s[0]}; });
+      break;
+    case ops::Unary::relu:
+      ag::record_op(name, {a}, {&y}, {y}, [](S s, D g) {
+        return V{g[0] * nd::compare(s[0], 0.0f, nd::Compare::greater)};
+      });
+      break;
+    case ops::Unary::sigmoid:
+      ag::record_op(name, {a}, {&y}, {y}, [](S s, D g) {
+        return V{g[0] * ((1.0f - s[0]) * s[0])};
+      });
+      break;
+    case ops::Unary::tanh:
+      ag::record_op(name, {a}, {&y}, {y}, [](S s, D g) {
+        return V{g[0] * (1.0f - nd::square(s[0]))};
+      });
+      break;
+    case ops::Unary::sqrt:
+      ag::record_op(name, {a}, {&y}, {y}, [](S s, D g) { return V{g[0] / (s[0] * 2.0f)}; });
+      break;
+    case ops::Unary::abs:
+      ag::record_op(name, {a}, {&y}, {a}, [](S s, D g) {
+        return V{g[0] * (nd::compare(s[0], 0.0f, nd::Compare::greater) -
+                         nd::compare(s[0], 0.0f, nd::Compare::less))};
+      });
+      break;
+    case ops::Unary::square:
+      ag::record_op(name, {a}, {&y}, {a}, [](S s, D g) { return V{g[0] * (s[0] * 2.0f)}; });
+      break;
+  }
+  return y;
+}
+
+// The shape of `a` with axis `axis` (already checked by the forward) kept as 1.
+Shape kept_shape(const Shape& a, int axis) {
+  Shape k = a;
+  k[static_cast<std::size_t>(axis < 0 ? axis + static_cast<int>(a.size()) : axis)] = 1;
+  return k;
+}
+
+NDArray reduce_all_op(ops::Reduce op, const NDArray& a) {
+  NDArray y = reduce_all(op, a);
+  if (op == ops::Reduce::argmax || !ag::should_record({&a})) return y;
+  using S = const ag::Saved&;
+  using D = const std::vector<NDArray>&;
+  using V = std::vector<NDArray>;
+  const Shape sa = a.shape();
+  const float n = static_cast<float>(a.size());
+  if (op == ops::Reduce::sum) {
+    ag::record_op("sum", {a}, {&y}, {}, [sa](S, D g) { return V{nd::broadcast_to(g[0], sa)}; });
+  } else if (op == ops::Reduce::mean) {
+    ag::record_op("mean", {a}, {&y}, {}, [sa, n](S, D g) {
+      return V{nd::broadcast_to(g[0] / n, sa)};
+    });
+  } else {  // max: every element equal to the maximum gets the gradient, as MXNet's
+    ag::record_op("max", {a}, {&y}, {a, y}, [](S s, D g) {
+      return V{nd::compare(s[0], s[1], nd::Compare::equal) * g[0]};
+    });
+  }
+  return y;
+}
+
+NDArray reduce_axis_op(ops::Reduce op, const NDArray& a, int axis) {
+  NDArray y = reduce_axis(op, a, axis);
+  if (op == ops::Reduce::argmax || !ag::should_record({&a})) return y;
+  using S = const ag::Saved&;
+  using D = const std::vector<NDArray>&;
+  using V = std::vector<NDArray>;
+  const Shape sa = a.shape(), kept = kept_shape(sa, axis);
+  if (op == ops::Reduce::sum) {
+    ag::record_op("sum", {a}, {&y}, {}, [sa, kept](S, D g) {
+      return V{nd::broadcast_to(g[0].reshape(kept), sa)};
+    });
+  } else if (op == ops::Reduce::mean) {
+    const float len = static_cast<float>(sa[static_cast<std::size_t>(
+        axis < 0 ? axis + static_cast<int>(sa.size()) : axis)]);
+    ag::record_op("mean", {a}, {&y}, {}, [sa, kept, len](S, D g) {
+      return V{nd::broadcast_to(g[0].reshape(kept) / len, sa)};
+    });
+  } else {
+    ag::record_op("max", {a}, {&y}, {a, y}, [kept](S s, D g) {
+      return V{nd::compare(s[0], s[1].reshape(kept), nd::Compare::equal) * g[0].reshape(kept)};
+    });
+  }
+  return y;
+}
+
 }  // namespace
 
 namespace detail {
@@ -344,6 +580,26 @@ std::vector<std::size_t> broadcast_strides(const Shape& out, const Shape& in) {
 }
 
 }  // namespace detail
+
+NDArray autograd::detail::zeros(Engine& e, const Shape& shape, Device device) {
+  return fill(e, shape, 0.0f, device, "zeros");
+}
+
+void autograd::detail::copy_into(const NDArray& dst, const NDArray& src) {
+  Chunk& cd = require(dst, "copy_into");
+  Chunk& cs = require(src, "copy_into");
+  same_engine(cd, cs, "copy_into");
+  if (dst.shape() != src.shape()) {
+    throw Error("copy_into: shapes " + shape_str(dst.shape()) + " and " + shape_str(src.shape()) +
+                " differ");
+  }
+  bump_version(dst);
+  const Ptr ps = depengine::detail::ptr(cs), pd = depengine::detail::ptr(cd);
+  const std::size_t n = dst.size();
+  if (&cd == &cs) return;
+  launch(cd, {cs.var}, {cd.var}, "copy_into",
+         [=](const RunContext& ctx, auto k) { k.copy(ctx, ps.get(), pd.get(), n); });
+}
 
 void detail::check_gemm(const char* op, const Shape& a, const Shape& b, std::size_t m,
                         std::size_t n, std::size_t k, std::size_t lda, std::size_t ldb,
@@ -392,6 +648,12 @@ NDArray NDArray::copy_to(Device device) const {
 #endif
       },
       {ca.var}, {co.var}, PushOptions{.device = where, .lane = lane, .name = "copy_to"});
+  if (ag::should_record({this})) {
+    ag::record_op("copy_to", {*this}, {&out}, {},
+                  [from](const ag::Saved&, const std::vector<NDArray>& g) {
+                    return std::vector<NDArray>{g[0].copy_to(from)};
+                  });
+  }
   return out;
 }
 NDArray NDArray::T() const { return nd::transpose(*this); }
@@ -415,41 +677,41 @@ NDArray& NDArray::operator/=(const NDArray& b) {
 }
 
 NDArray& NDArray::operator+=(float s) {
-  push_scalar(ops::Binary::add, require(*this, "add"), s, false, chunk(*this), size());
+  scalar_inplace(ops::Binary::add, *this, s);
   return *this;
 }
 NDArray& NDArray::operator-=(float s) {
-  push_scalar(ops::Binary::sub, require(*this, "sub"), s, false, chunk(*this), size());
+  scalar_inplace(ops::Binary::sub, *this, s);
   return *this;
 }
 NDArray& NDArray::operator*=(float s) {
-  push_scalar(ops::Binary::mul, require(*this, "mul"), s, false, chunk(*this), size());
+  scalar_inplace(ops::Binary::mul, *this, s);
   return *this;
 }
 NDArray& NDArray::operator/=(float s) {
-  push_scalar(ops::Binary::div, require(*this, "div"), s, false, chunk(*this), size());
+  scalar_inplace(ops::Binary::div, *this, s);
   return *this;
 }
 
-NDArray operator+(const NDArray& a, const NDArray& b) { return binary(ops::Binary::add, a, b); }
-NDArray operator-(const NDArray& a, const NDArray& b) { return binary(ops::Binary::sub, a, b); }
-NDArray operator*(const NDArray& a, const NDArray& b) { return binary(ops::Binary::mul, a, b); }
-NDArray operator/(const NDArray& a, const NDArray& b) { return binary(ops::Binary::div, a, b); }
-NDArray operator+(const NDArray& a, float s) { return scalar(ops::Binary::add, a, s, false); }
-NDArray operator-(const NDArray& a, float s) { return scalar(ops::Binary::sub, a, s, false); }
-NDArray operator*(const NDArray& a, float s) { return scalar(ops::Binary::mul, a, s, false); }
-NDArray operator/(const NDArray& a, float s) { return scalar(ops::Binary::div, a, s, false); }
-NDArray operator+(float s, const NDArray& a) { return scalar(ops::Binary::add, a, s, true); }
-NDArray operator-(float s, const NDArray& a) { return scalar(ops::Binary::sub, a, s, true); }
-NDArray operator*(float s, const NDArray& a) { return scalar(ops::Binary::mul, a, s, true); }
-NDArray operator/(float s, const NDArray& a) { return scalar(ops::Binary::div, a, s, true); }
+NDArray operator+(const NDArray& a, const NDArray& b) { return binary_op(ops::Binary::add, a, b); }
+NDArray operator-(const NDArray& a, const NDArray& b) { return binary_op(ops::Binary::sub, a, b); }
+NDArray operator*(const NDArray& a, const NDArray& b) { return binary_op(ops::Binary::mul, a, b); }
+NDArray operator/(const NDArray& a, const NDArray& b) { return binary_op(ops::Binary::div, a, b); }
+NDArray operator+(const NDArray& a, float s) { return scalar_op(ops::Binary::add, a, s, false); }
+NDArray operator-(const NDArray& a, float s) { return scalar_op(ops::Binary::sub, a, s, false); }
+NDArray operator*(const NDArray& a, float s) { return scalar_op(ops::Binary::mul, a, s, false); }
+NDArray operator/(const NDArray& a, float s) { return scalar_op(ops::Binary::div, a, s, false); }
+NDArray operator+(float s, const NDArray& a) { return scalar_op(ops::Binary::add, a, s, true); }
+NDArray operator-(float s, const NDArray& a) { return scalar_op(ops::Binary::sub, a, s, true); }
+NDArray operator*(float s, const NDArray& a) { return scalar_op(ops::Binary::mul, a, s, true); }
+NDArray operator/(float s, const NDArray& a) { return scalar_op(ops::Binary::div, a, s, true); }
 
 namespace nd {
 
-NDArray zeros(const Shape& shape, Device device) { return fill(shape, 0.0f, device, "zeros"); }
-NDArray ones(const Shape& shape, Device device) { return fill(shape, 1.0f, device, "ones"); }
+NDArray zeros(const Shape& shape, Device device) { return fill(current_engine(), shape, 0.0f, device, "zeros"); }
+NDArray ones(const Shape& shape, Device device) { return fill(current_engine(), shape, 1.0f, device, "ones"); }
 NDArray full(const Shape& shape, float value, Device device) {
-  return fill(shape, value, device, "full");
+  return fill(current_engine(), shape, value, device, "full");
 }
 
 NDArray arange(double start, double stop, double step, Device device) {
@@ -564,38 +826,51 @@ NDArray dot(const NDArray& a, const NDArray& b) {
            kernels.gemm(ctx, false, false, m, n, k, 1.0f, pa.get(), k, pb.get(), n, 0.0f,
                         po.get(), n);
          });
+  if (ag::should_record({&a, &b})) {
+    // As 2-d products: a (m, k), b (k, n), the gradient (m, n); 1-d operands are a row
+    // (a) or a column (b).
+    const bool na = has_history(a), nb = has_history(b);
+    ag::record_op("dot", {a, b}, {&out}, {a, b},
+                  [sa, sb, m, n, k, na, nb](const ag::Saved& s, const std::vector<NDArray>& g) {
+                    const NDArray a2 = s[0].reshape({m, k}), b2 = s[1].reshape({k, n});
+                    const NDArray g2 = g[0].reshape({m, n});
+                    return std::vector<NDArray>{
+                        na ? gemm_any(g2, b2, false, true).reshape(sa) : NDArray(),
+                        nb ? gemm_any(a2, g2, true, false).reshape(sb) : NDArray()};
+                  });
+  }
   return out;
 }
 
-NDArray add(const NDArray& a, const NDArray& b) { return binary(ops::Binary::add, a, b); }
-NDArray subtract(const NDArray& a, const NDArray& b) { return binary(ops::Binary::sub, a, b); }
-NDArray multiply(const NDArray& a, const NDArray& b) { return binary(ops::Binary::mul, a, b); }
-NDArray divide(const NDArray& a, const NDArray& b) { return binary(ops::Binary::div, a, b); }
-NDArray pow(const NDArray& a, const NDArray& b) { return binary(ops::Binary::pow, a, b); }
+NDArray add(const NDArray& a, const NDArray& b) { return binary_op(ops::Binary::add, a, b); }
+NDArray subtract(const NDArray& a, const NDArray& b) { return binary_op(ops::Binary::sub, a, b); }
+NDArray multiply(const NDArray& a, const NDArray& b) { return binary_op(ops::Binary::mul, a, b); }
+NDArray divide(const NDArray& a, const NDArray& b) { return binary_op(ops::Binary::div, a, b); }
+NDArray pow(const NDArray& a, const NDArray& b) { return binary_op(ops::Binary::pow, a, b); }
 NDArray pow(const NDArray& a, float exponent) {
-  return scalar(ops::Binary::pow, a, exponent, false);
+  return scalar_op(ops::Binary::pow, a, exponent, false);
 }
-NDArray maximum(const NDArray& a, const NDArray& b) { return binary(ops::Binary::maximum, a, b); }
-NDArray minimum(const NDArray& a, const NDArray& b) { return binary(ops::Binary::minimum, a, b); }
+NDArray maximum(const NDArray& a, const NDArray& b) { return binary_op(ops::Binary::maximum, a, b); }
+NDArray minimum(const NDArray& a, const NDArray& b) { return binary_op(ops::Binary::minimum, a, b); }
 
-NDArray negative(const NDArray& a) { return unary(ops::Unary::neg, a); }
-NDArray exp(const NDArray& a) { return unary(ops::Unary::exp, a); }
-NDArray log(const NDArray& a) { return unary(ops::Unary::log, a); }
-NDArray relu(const NDArray& a) { return unary(ops::Unary::relu, a); }
-NDArray sigmoid(const NDArray& a) { return unary(ops::Unary::sigmoid, a); }
-NDArray tanh(const NDArray& a) { return unary(ops::Unary::tanh, a); }
-NDArray sqrt(const NDArray& a) { return unary(ops::Unary::sqrt, a); }
-NDArray abs(const NDArray& a) { return unary(ops::Unary::abs, a); }
-NDArray square(const NDArray& a) { return unary(ops::Unary::square, a); }
+NDArray negative(const NDArray& a) { return unary_op(ops::Unary::neg, a); }
+NDArray exp(const NDArray& a) { return unary_op(ops::Unary::exp, a); }
+NDArray log(const NDArray& a) { return unary_op(ops::Unary::log, a); }
+NDArray relu(const NDArray& a) { return unary_op(ops::Unary::relu, a); }
+NDArray sigmoid(const NDArray& a) { return unary_op(ops::Unary::sigmoid, a); }
+NDArray tanh(const NDArray& a) { return unary_op(ops::Unary::tanh, a); }
+NDArray sqrt(const NDArray& a) { return unary_op(ops::Unary::sqrt, a); }
+NDArray abs(const NDArray& a) { return unary_op(ops::Unary::abs, a); }
+NDArray square(const NDArray& a) { return unary_op(ops::Unary::square, a); }
 
-NDArray sum(const NDArray& a) { return reduce_all(ops::Reduce::sum, a); }
-NDArray sum(const NDArray& a, int axis) { return reduce_axis(ops::Reduce::sum, a, axis); }
-NDArray mean(const NDArray& a) { return reduce_all(ops::Reduce::mean, a); }
-NDArray mean(const NDArray& a, int axis) { return reduce_axis(ops::Reduce::mean, a, axis); }
-NDArray max(const NDArray& a) { return reduce_all(ops::Reduce::max, a); }
-NDArray max(const NDArray& a, int axis) { return reduce_axis(ops::Reduce::max, a, axis); }
-NDArray argmax(const NDArray& a) { return reduce_all(ops::Reduce::argmax, a); }
-NDArray argmax(const NDArray& a, int axis) { return reduce_axis(ops::Reduce::argmax, a, axis); }
+NDArray sum(const NDArray& a) { return reduce_all_op(ops::Reduce::sum, a); }
+NDArray sum(const NDArray& a, int axis) { return reduce_axis_op(ops::Reduce::sum, a, axis); }
+NDArray mean(const NDArray& a) { return reduce_all_op(ops::Reduce::mean, a); }
+NDArray mean(const NDArray& a, int axis) { return reduce_axis_op(ops::Reduce::mean, a, axis); }
+NDArray max(const NDArray& a) { return reduce_all_op(ops::Reduce::max, a); }
+NDArray max(const NDArray& a, int axis) { return reduce_axis_op(ops::Reduce::max, a, axis); }
+NDArray argmax(const NDArray& a) { return reduce_all_op(ops::Reduce::argmax, a); }
+NDArray argmax(const NDArray& a, int axis) { return reduce_axis_op(ops::Reduce::argmax, a, axis); }
 
 NDArray copy(const NDArray& a) {
   Chunk& ca = require(a, "copy");
@@ -604,12 +879,60 @@ NDArray copy(const NDArray& a) {
   const std::size_t n = a.size();
   launch(chunk(out), {ca.var}, {chunk(out).var}, "copy",
          [=](const RunContext& ctx, auto k) { k.copy(ctx, pa.get(), po.get(), n); });
+  if (ag::should_record({&a})) {
+    ag::record_op("copy", {a}, {&out}, {}, [](const ag::Saved&, const std::vector<NDArray>& g) {
+      return std::vector<NDArray>{g[0]};
+    });
+  }
+  return out;
+}
+
+NDArray zeros_like(const NDArray& a) {
+  Chunk& ca = require(a, "zeros_like");
+  return fill(*ca.engine, a.shape(), 0.0f, ca.device, "zeros_like");
+}
+
+NDArray ones_like(const NDArray& a) {
+  Chunk& ca = require(a, "ones_like");
+  return fill(*ca.engine, a.shape(), 1.0f, ca.device, "ones_like");
+}
+
+NDArray broadcast_to(const NDArray& a, const Shape& shape) {
+  Chunk& ca = require(a, "broadcast_to");
+  const std::optional<Shape> b = broadcast_shape(a.shape(), shape);
+  if (!b || *b != shape) {
+    throw Error("broadcast_to: an array of shape " + shape_str(a.shape()) +
+                " does not broadcast to " + shape_str(shape));
+  }
+  NDArray out = ArrayInternals::make(*ca.engine, shape, ca.device, "broadcast_to");
+  if (a.shape() == shape) {
+    const Ptr pa = detail::ptr(ca), po = ptr(out);
+    const std::size_t n = out.size();
+    launch(chunk(out), {ca.var}, {chunk(out).var}, "broadcast_to",
+           [=](const RunContext& ctx, auto k) { k.copy(ctx, pa.get(), po.get(), n); });
+  } else {
+    // max(x, x) is x, bit for bit (NaN and -0 included): the broadcast kernel with both
+    // operands a repeats a without a second input.
+    const ops::Broadcast bc = plan_broadcast(shape, a.shape(), a.shape(), "broadcast_to");
+    const Ptr pa = detail::ptr(ca), po = ptr(out);
+    launch(chunk(out), {ca.var}, {chunk(out).var}, "broadcast_to",
+           [=](const RunContext& ctx, auto k) {
+             k.binary_broadcast(ctx, ops::Binary::maximum, pa.get(), pa.get(), po.get(), bc);
+           });
+  }
+  if (ag::should_record({&a})) {
+    const Shape sa = a.shape();
+    ag::record_op("broadcast_to", {a}, {&out}, {},
+                  [sa](const ag::Saved&, const std::vector<NDArray>& g) {
+                    return std::vector<NDArray>{ag::sum_to(g[0], sa)};
+                  });
+  }
   return out;
 }
 
 NDArray transpose(const NDArray& a) {
   Chunk& ca = require(a, "transpose");
-  if (a.ndim() < 2) return copy(a);
+  if (a.ndim() < 2) return nd::copy(a);
   if (a.ndim() > 2) {
     throw Error("transpose: only arrays of at most 2 dimensions are supported, got shape " +
                 shape_str(a.shape()));
@@ -619,6 +942,12 @@ NDArray transpose(const NDArray& a) {
   const Ptr pa = detail::ptr(ca), po = ptr(out);
   launch(chunk(out), {ca.var}, {chunk(out).var}, "transpose",
          [=](const RunContext& ctx, auto k) { k.transpose(ctx, pa.get(), rows, cols, po.get()); });
+  if (ag::should_record({&a})) {
+    ag::record_op("transpose", {a}, {&out}, {},
+                  [](const ag::Saved&, const std::vector<NDArray>& g) {
+                    return std::vector<NDArray>{nd::transpose(g[0])};
+                  });
+  }
   return out;
 }
 

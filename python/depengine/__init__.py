@@ -15,11 +15,11 @@ from . import _depengine
 from ._depengine import (Completion, Device, Engine, Error, Graph, GraphAnalysis, Program,
                          Recording, Segment, Var, current_engine, engine, load_program, parse_program,
                          profile, record)
-from . import np, npx
+from . import np, npx, autograd
 
 __all__ = ["Completion", "Device", "Engine", "Error", "Graph", "GraphAnalysis", "Program",
            "Recording", "Segment", "Var", "current_engine", "engine", "load_program", "parse_program",
-           "profile", "record", "np", "npx"]
+           "profile", "record", "np", "npx", "autograd"]
 
 # Before the interpreter finalizes: wait for every engine Python used, then keep engine
 # workers out of Python for good (a later Python op fails instead of running).

@@ -19,6 +19,8 @@ void bind_engine(nb::module_& m);
 void bind_graph(nb::module_& m);
 void bind_array(nb::module_& np);
 void bind_np(nb::module_& np, nb::module_& npx);
+// depengine.autograd, and the ndarray's attach_grad / grad / backward / detach (autograd.cc).
+void bind_autograd(nb::module_& m, nb::module_& np);
 // npx.record / npx.replay / npx.Segment (engine.cc).
 void bind_array_segments(nb::module_& npx);
 // _depengine._optim: the fused optimizer updates (optim.cc).

@@ -43,6 +43,7 @@ NB_MODULE(_depengine, m) {
   bind_array_segments(npx);
   bind_optim(m);
   bind_gluon_ops(m);
+  bind_autograd(m, np);
 
   m.def("_close_python",
         [] {

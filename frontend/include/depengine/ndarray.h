@@ -75,6 +75,14 @@ struct Context;
 struct ArrayInternals;
 }  // namespace detail
 
+namespace autograd {
+// How a variable's gradient buffer receives its gradient (depengine/autograd.h).
+enum class GradReq : std::uint8_t { null, write, add };
+namespace detail {
+struct Node;
+}  // namespace detail
+}  // namespace autograd
+
 class NDArray {
  public:
   // A null array: it holds nothing, and every op rejects it with an Error.
@@ -131,6 +139,17 @@ class NDArray {
   NDArray& operator*=(float s);
   NDArray& operator/=(float s);
 
+  // Autograd (depengine/autograd.h). attach_grad makes this array a variable with a
+  // gradient buffer of zeros (grad()); grad() is a null array when none is attached.
+  // detach() is the same storage without autograd history. backward() is
+  // autograd::backward({*this}, {head_grad}, retain_graph, train_mode), with ones for
+  // head_grad when none is given.
+  void attach_grad(autograd::GradReq req = autograd::GradReq::write);
+  NDArray grad() const;
+  NDArray detach() const;
+  void backward() const;
+  void backward(const NDArray& head_grad, bool retain_graph = false, bool train_mode = true) const;
+
  private:
   friend struct detail::ArrayInternals;
   NDArray(std::shared_ptr<detail::Chunk> chunk, Shape shape)
@@ -138,6 +157,10 @@ class NDArray {
 
   std::shared_ptr<detail::Chunk> chunk_;
   Shape shape_;
+  // The autograd node that made this array (an op recorded on the tape, or the variable
+  // made by attach_grad) and which of its outputs this is; null without history.
+  std::shared_ptr<autograd::detail::Node> node_;
+  std::uint32_t output_ = 0;
 };
 
 // Elementwise with numpy broadcasting (shapes aligned from the right; a dimension of 1,
@@ -203,6 +226,12 @@ NDArray full(const Shape& shape, float value, Device device = Device::cpu());
 // step must be finite and step non-zero; a count ⌈(stop - start) / step⌉ that does not fit
 // an array (arange(0, 1e30)) is an Error, as for any shape.
 NDArray arange(double start, double stop, double step = 1.0, Device device = Device::cpu());
+// An array of a's shape on a's device and engine, filled with 0 / 1 (numpy's zeros_like).
+NDArray zeros_like(const NDArray& a);
+NDArray ones_like(const NDArray& a);
+// `a` repeated along the dimensions where it is 1 or missing, to `shape` (numpy's
+// broadcast_to; a new array). Error when a's shape does not broadcast to `shape`.
+NDArray broadcast_to(const NDArray& a, const Shape& shape);
 // Copies `values` (row-major, size = product of shape) into a new array at once, so the
 // caller may reuse its buffer.
 NDArray array(std::span<const float> values, const Shape& shape, Device device = Device::cpu());

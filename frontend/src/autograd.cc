@@ -1,0 +1,384 @@
+// The tape (autograd_internal.h) and the reverse walk that pushes a backward pass.
+#include "depengine/autograd.h"
+
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <unordered_map>
+#include <utility>
+
+#include "autograd_internal.h"
+
+namespace depengine {
+namespace autograd {
+namespace {
+
+using depengine::detail::ArrayInternals;
+
+thread_local bool t_recording = false;
+thread_local bool t_training = false;
+
+std::atomic<std::uint64_t> g_seq{0};
+// backward() and grad() read and free nodes that threads may share (an array passed from
+// one thread to another carries its history): one walk at a time. A walk only pushes.
+std::mutex g_walk_mutex;
+
+std::uint64_t version_of(const NDArray& a) noexcept {
+  return ArrayInternals::chunk(a)->version.load(std::memory_order_relaxed);
+}
+
+// Restores the thread's flags when a walk ends, by return or by throw.
+struct FlagGuard {
+  FlagGuard(bool recording, bool training)
+      : was_recording(set_recording(recording)), was_training(set_training(training)) {}
+  ~FlagGuard() {
+    set_recording(was_recording);
+    set_training(was_training);
+  }
+  bool was_recording, was_training;
+};
+
+std::string node_name(const detail::Node& n) { return "'" + n.name + "'"; }
+
+// The gradient that reached one output of a node, summed in the walk's order.
+void accumulate(NDArray& slot, const NDArray& g) { slot = slot.defined() ? slot + g : g; }
+
+// Every node the heads depend on, latest recorded first (a node's inputs were all recorded
+// before it, so this order visits each node after every node that uses it).
+std::vector<detail::Node*> reverse_order(const std::vector<NDArray>& heads) {
+  std::vector<detail::Node*> order, stack;
+  std::unordered_map<detail::Node*, bool> seen;
+  for (const NDArray& h : heads) {
+    detail::Node* n = ArrayInternals::node(h).get();
+    if (n && !seen[n]) {
+      seen[n] = true;
+      stack.push_back(n);
+    }
+  }
+  while (!stack.empty()) {
+    detail::Node* n = stack.back();
+    stack.pop_back();
+    order.push_back(n);
+    for (const detail::Edge& e : n->inputs) {
+      if (e.node && !seen[e.node.get()]) {
+        seen[e.node.get()] = true;
+        stack.push_back(e.node.get());
+      }
+    }
+  }
+  std::sort(order.begin(), order.end(),
+            [](const detail::Node* a, const detail::Node* b) { return a->seq > b->seq; });
+  return order;
+}
+
+// The walk shared by backward() and grad(): pushes every node's gradient ops and returns the
+// gradient that reached each output of each node (handles only: their storage is freed once
+// the caller drops them and the ops reading them have run).
+using Grads = std::unordered_map<detail::Node*, std::vector<NDArray>>;
+
+Grads walk(const char* fn, const std::vector<NDArray>& heads,
+           const std::vector<NDArray>& head_grads, bool retain_graph) {
+  if (heads.empty()) throw Error(std::string(fn) + ": no heads given");
+  if (!head_grads.empty() && head_grads.size() != heads.size()) {
+    throw Error(std::string(fn) + ": " + std::to_string(head_grads.size()) +
+                " head gradients given for " + std::to_string(heads.size()) + " heads");
+  }
+  Grads grads;
+  for (std::size_t i = 0; i < heads.size(); ++i) {
+    const NDArray& h = heads[i];
+    depengine::detail::require(h, fn);
+    const std::shared_ptr<detail::Node>& n = ArrayInternals::node(h);
+    if (!n) {
+      throw Error(std::string(fn) + ": head " + std::to_string(i) + " of shape " +
+                  shape_str(h.shape()) +
+                  " has no autograd history: compute it inside autograd::RecordScope "
+                  "(autograd.record() in Python) from arrays that have attach_grad()");
+    }
+    NDArray g;
+    if (head_grads.empty() || !head_grads[i].defined()) {
+      g = nd::ones_like(h.detach());
+    } else {
+      if (head_grads[i].shape() != h.shape()) {
+        throw Error(std::string(fn) + ": head gradient " + std::to_string(i) + " has shape " +
+                    shape_str(head_grads[i].shape()) + ", its head " + shape_str(h.shape()));
+      }
+      g = head_grads[i].detach();
+    }
+    std::vector<NDArray>& slots = grads[n.get()];
+    slots.resize(n->variable ? 1 : n->output_shapes.size());
+    accumulate(slots[ArrayInternals::output(h)], g);
+  }
+  const std::vector<detail::Node*> order = reverse_order(heads);
+  // Checked before anything is pushed, so that a refused walk changes nothing.
+  for (const detail::Node* n : order) {
+    if (n->variable) continue;
+    if (n->freed) {
+      throw Error(std::string(fn) + ": the graph through " + node_name(*n) +
+                  " was freed by an earlier backward; pass retain_graph=true to that backward "
+                  "to run another through the same graph");
+    }
+    for (std::size_t i = 0; i < n->saved.size(); ++i) {
+      if (version_of(n->saved[i]) != n->saved_versions[i]) {
+        throw Error(std::string(fn) + ": an array that " + node_name(*n) +
+                    " saved for its gradient was written in place after it was recorded");
+      }
+    }
+  }
+  for (detail::Node* n : order) {
+    if (n->variable) continue;
+    std::vector<NDArray> dy = grads[n];
+    dy.resize(n->output_shapes.size());
+    bool any = false;
+    for (std::size_t o = 0; o < dy.size(); ++o) {
+      if (dy[o].defined()) {
+        any = true;
+      } else {
+        dy[o] = detail::zeros(*n->engine, n->output_shapes[o], n->device);
+      }
+    }
+    if (any) {
+      std::vector<NDArray> dx = n->backward(n->saved, dy);
+      if (dx.size() != n->inputs.size()) {
+        throw Error(std::string(fn) + ": the gradient of " + node_name(*n) + " gave " +
+                    std::to_string(dx.size()) + " arrays for " +
+                    std::to_string(n->inputs.size()) + " inputs");
+      }
+      for (std::size_t i = 0; i < dx.size(); ++i) {
+        const detail::Edge& e = n->inputs[i];
+        if (!e.node || !dx[i].defined()) continue;
+        if (dx[i].shape() != n->input_shapes[i]) {
+          throw Error(std::string(fn) + ": the gradient of " + node_name(*n) + " for input " +
+                      std::to_string(i) + " has shape " + shape_str(dx[i].shape()) +
+                      ", the input " + shape_str(n->input_shapes[i]));
+        }
+        std::vector<NDArray>& slots = grads[e.node.get()];
+        slots.resize(e.node->variable ? 1 : e.node->output_shapes.size());
+        accumulate(slots[e.output], dx[i]);
+      }
+    }
+    if (!retain_graph) {
+      n->freed = true;
+      n->saved.clear();
+      n->backward = nullptr;
+    }
+  }
+  return grads;
+}
+
+}  // namespace
+
+bool is_recording() noexcept { return t_recording; }
+bool is_training() noexcept { return t_training; }
+bool set_recording(bool on) noexcept { return std::exchange(t_recording, on); }
+bool set_training(bool on) noexcept { return std::exchange(t_training, on); }
+
+RecordScope::RecordScope(bool train_mode)
+    : was_recording_(set_recording(true)), was_training_(set_training(train_mode)) {}
+RecordScope::~RecordScope() {
+  set_recording(was_recording_);
+  set_training(was_training_);
+}
+
+PauseScope::PauseScope(bool train_mode)
+    : was_recording_(set_recording(false)), was_training_(set_training(train_mode)) {}
+PauseScope::~PauseScope() {
+  set_recording(was_recording_);
+  set_training(was_training_);
+}
+
+void mark_variable(NDArray& x, GradReq req) {
+  depengine::detail::require(x, "attach_grad");
+  mark_variable(x, req, req == GradReq::null ? NDArray() : nd::zeros_like(x));
+}
+
+void mark_variable(NDArray& x, GradReq req, NDArray grad) {
+  depengine::detail::Chunk& c = depengine::detail::require(x, "attach_grad");
+  if (req == GradReq::null) {
+    ArrayInternals::set_history(x, nullptr, 0);
+    return;
+  }
+  auto n = std::make_shared<detail::Node>();
+  n->seq = g_seq.fetch_add(1, std::memory_order_relaxed);
+  n->name = "variable";
+  n->variable = true;
+  n->req = req;
+  n->engine = c.engine;
+  n->device = c.device;
+  depengine::detail::Chunk& cg = depengine::detail::require(grad, "attach_grad");
+  if (grad.shape() != x.shape() || cg.engine != c.engine || cg.device != c.device) {
+    throw Error("attach_grad: the gradient buffer of shape " + shape_str(grad.shape()) + " on " +
+                cg.device.str() + " does not match the variable of shape " +
+                shape_str(x.shape()) + " on " + c.device.str() + " (or another engine)");
+  }
+  n->grad = std::move(grad);
+  ArrayInternals::set_history(x, std::move(n), 0);
+}
+
+void backward(const std::vector<NDArray>& heads, const std::vector<NDArray>& head_grads,
+              bool retain_graph, bool train_mode) {
+  std::lock_guard lock(g_walk_mutex);
+  FlagGuard flags(false, train_mode);
+  Grads grads = walk("backward", heads, head_grads, retain_graph);
+  // Variables in the order they were made, so the pushes do not depend on hashing.
+  std::vector<std::pair<detail::Node*, NDArray>> reached;
+  for (auto& [n, slots] : grads) {
+    if (n->variable && !slots.empty() && slots[0].defined()) reached.emplace_back(n, slots[0]);
+  }
+  std::sort(reached.begin(), reached.end(),
+            [](const auto& a, const auto& b) { return a.first->seq < b.first->seq; });
+  for (auto& [n, g] : reached) {
+    if (n->req == GradReq::add) {
+      n->grad += g;
+    } else {
+      detail::copy_into(n->grad, g);
+    }
+  }
+}
+
+std::vector<NDArray> grad(const std::vector<NDArray>& heads, const std::vector<NDArray>& variables,
+                          const std::vector<NDArray>& head_grads, bool retain_graph,
+                          bool train_mode) {
+  for (std::size_t i = 0; i < variables.size(); ++i) {
+    depengine::detail::require(variables[i], "grad");
+    if (!ArrayInternals::node(variables[i])) {
+      throw Error("grad: variable " + std::to_string(i) + " of shape " +
+                  shape_str(variables[i].shape()) +
+                  " has no autograd history (attach_grad() it, or pass a recorded output)");
+    }
+  }
+  std::lock_guard lock(g_walk_mutex);
+  FlagGuard flags(false, train_mode);
+  Grads grads = walk("grad", heads, head_grads, retain_graph);
+  std::vector<NDArray> out;
+  out.reserve(variables.size());
+  for (const NDArray& v : variables) {
+    detail::Node* n = ArrayInternals::node(v).get();
+    auto it = grads.find(n);
+    const std::uint32_t o = ArrayInternals::output(v);
+    if (it != grads.end() && o < it->second.size() && it->second[o].defined()) {
+      out.push_back(it->second[o]);
+    } else {
+      out.push_back(nd::zeros_like(v));
+    }
+  }
+  return out;
+}
+
+namespace detail {
+
+Node::~Node() {
+  // Unlink the inputs into a local list and release them one at a time, so that dropping the
+  // last handle of a long chain does not recurse once per node.
+  std::vector<std::shared_ptr<Node>> pending;
+  for (Edge& e : inputs) {
+    if (e.node) pending.push_back(std::move(e.node));
+  }
+  while (!pending.empty()) {
+    std::shared_ptr<Node> n = std::move(pending.back());
+    pending.pop_back();
+    if (n.use_count() == 1) {
+      for (Edge& e : n->inputs) {
+        if (e.node) pending.push_back(std::move(e.node));
+      }
+    }
+  }
+}
+
+bool should_record(std::initializer_list<const NDArray*> inputs) noexcept {
+  if (!t_recording) return false;
+  for (const NDArray* a : inputs) {
+    if (a && ArrayInternals::node(*a)) return true;
+  }
+  return false;
+}
+
+bool should_record(const std::vector<NDArray>& inputs) noexcept {
+  if (!t_recording) return false;
+  for (const NDArray& a : inputs) {
+    if (ArrayInternals::node(a)) return true;
+  }
+  return false;
+}
+
+void record_op(std::string name, const std::vector<NDArray>& inputs,
+               const std::vector<NDArray*>& outputs, Saved saved, BackwardFn backward) {
+  auto n = std::make_shared<Node>();
+  n->seq = g_seq.fetch_add(1, std::memory_order_relaxed);
+  n->name = std::move(name);
+  n->inputs.reserve(inputs.size());
+  n->input_shapes.reserve(inputs.size());
+  for (const NDArray& a : inputs) {
+    n->inputs.push_back({ArrayInternals::node(a), ArrayInternals::output(a)});
+    n->input_shapes.push_back(a.shape());
+  }
+  const depengine::detail::Chunk& first = depengine::detail::require(*outputs.begin()[0], "record");
+  n->engine = first.engine;
+  n->device = first.device;
+  n->output_shapes.reserve(outputs.size());
+  for (const NDArray* o : outputs) n->output_shapes.push_back(o->shape());
+  n->saved_versions.reserve(saved.size());
+  for (NDArray& s : saved) {
+    s = s.detach();
+    n->saved_versions.push_back(version_of(s));
+  }
+  n->saved = std::move(saved);
+  n->backward = std::move(backward);
+  std::uint32_t i = 0;
+  for (NDArray* o : outputs) ArrayInternals::set_history(*o, n, i++);
+}
+
+void record_op(std::string name, const std::vector<NDArray>& inputs,
+               std::initializer_list<NDArray*> outputs, Saved saved, BackwardFn backward) {
+  record_op(std::move(name), inputs, std::vector<NDArray*>(outputs), std::move(saved),
+            std::move(backward));
+}
+
+void in_place(const NDArray& a, std::initializer_list<const NDArray*> others, const char* op) {
+  if (t_recording && (ArrayInternals::node(a) || should_record(others))) {
+    throw Error(std::string(op) +
+                ": in-place operations (+=, x[...] = v, ...) are not supported on arrays with "
+                "autograd history while recording; write a new array instead (a = a + b)");
+  }
+  bump_version(a);
+}
+
+void bump_version(const NDArray& a) noexcept {
+  if (depengine::detail::Chunk* c = ArrayInternals::chunk(a)) {
+    c->version.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+NDArray sum_to(const NDArray& g, const Shape& shape) {
+  if (g.shape() == shape) return g;
+  NDArray r = g;
+  // Leading axes that the input did not have.
+  while (r.ndim() > shape.size()) r = nd::sum(r, 0);
+  for (std::size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1 && r.shape()[d] != 1) {
+      Shape kept = r.shape();
+      kept[d] = 1;
+      r = nd::sum(r, static_cast<int>(d)).reshape(kept);
+    }
+  }
+  return r;
+}
+
+}  // namespace detail
+}  // namespace autograd
+
+void NDArray::attach_grad(autograd::GradReq req) { autograd::mark_variable(*this, req); }
+
+NDArray NDArray::grad() const {
+  const autograd::detail::Node* n = node_.get();
+  return n && n->variable ? n->grad : NDArray();
+}
+
+NDArray NDArray::detach() const { return NDArray(chunk_, shape_); }
+
+void NDArray::backward() const { autograd::backward({*this}); }
+
+void NDArray::backward(const NDArray& head_grad, bool retain_graph, bool train_mode) const {
+  autograd::backward({*this}, {head_grad}, retain_graph, train_mode);
+}
+
+}  // namespace depengine

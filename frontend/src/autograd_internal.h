@@ -1,0 +1,96 @@
+// Autograd internals for the files that define differentiable ops: how an op joins the tape.
+//
+//   NDArray nd::exp(const NDArray& a) {
+//     NDArray y = unary(ops::Unary::exp, a);               // the forward op, pushed
+//     if (autograd::detail::should_record({&a}))
+//       autograd::detail::record_op("exp", {a}, {&y}, {y},
+//           [](const autograd::detail::Saved& s, const std::vector<NDArray>& dy) {
+//             return std::vector<NDArray>{dy[0] * s[0]};   // one gradient per input
+//           });
+//     return y;
+//   }
+//
+// A backward function gets the saved arrays and one gradient per output (zeros where an
+// output got none) and returns one gradient per input, of that input's shape, or a null
+// NDArray for an input that gets none. It runs with recording paused, so the ops it calls are
+// pushed like any op. It must not capture NDArrays (they would keep the history alive in a
+// cycle): what it needs goes in `saved`; shapes, scalars and flags may be captured.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "depengine/autograd.h"
+#include "internal.h"
+
+namespace depengine::autograd::detail {
+
+using Saved = std::vector<NDArray>;
+using BackwardFn =
+    std::function<std::vector<NDArray>(const Saved& saved, const std::vector<NDArray>& dy)>;
+
+// One input of a node: the node that made it and which output (null node: no gradient).
+struct Edge {
+  std::shared_ptr<Node> node;
+  std::uint32_t output = 0;
+};
+
+// A node of the tape: a recorded op, or a variable (attach_grad).
+struct Node {
+  Node() = default;
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+  // Iterative: a chain of a million recorded ops must not recurse a million frames deep.
+  ~Node();
+
+  std::uint64_t seq = 0;  // the order of recording (process-wide), for the reverse walk
+  std::string name;
+  // A variable's gradient buffer and how it receives the gradient.
+  bool variable = false;
+  GradReq req = GradReq::write;
+  NDArray grad;
+  // An op's inputs, outputs and gradient.
+  std::vector<Edge> inputs;
+  std::vector<Shape> input_shapes;
+  std::vector<Shape> output_shapes;
+  Engine* engine = nullptr;
+  Device device = Device::cpu();
+  Saved saved;
+  std::vector<std::uint64_t> saved_versions;
+  BackwardFn backward;
+  bool freed = false;  // a backward without retain_graph dropped saved and backward
+};
+
+// True when this thread records and one of `inputs` (null arrays allowed) has a history.
+bool should_record(std::initializer_list<const NDArray*> inputs) noexcept;
+bool should_record(const std::vector<NDArray>& inputs) noexcept;
+
+// Appends a node for the op `name` that read `inputs` and made `outputs` (their history is
+// set to it; outputs must be defined arrays on one engine). `saved` are kept, detached, with
+// their storage versions, and handed to `backward`.
+void record_op(std::string name, const std::vector<NDArray>& inputs,
+               std::initializer_list<NDArray*> outputs, Saved saved, BackwardFn backward);
+void record_op(std::string name, const std::vector<NDArray>& inputs,
+               const std::vector<NDArray*>& outputs, Saved saved, BackwardFn backward);
+
+// For an op that writes `a` in place, at push time: refused (Error naming `op`) while this
+// thread records and `a` or one of `others` has a history, as in MXNet; else counts the write
+// in a's storage version.
+void in_place(const NDArray& a, std::initializer_list<const NDArray*> others, const char* op);
+// Counts a write to a's storage (an op that overwrites it outside the tape's view).
+void bump_version(const NDArray& a) noexcept;
+
+// `g` summed over the axes along which an input of shape `shape` was broadcast to g's shape
+// (g itself when the shapes are equal).
+NDArray sum_to(const NDArray& g, const Shape& shape);
+// Zeros of `shape` on `device` of `e` (for gradients that did not reach an output).
+NDArray zeros(Engine& e, const Shape& shape, Device device);
+// Pushes a copy of `src` into the storage of `dst` (same shape, engine and device): a write
+// of dst, as a gradient buffer receives a GradReq::write gradient.
+void copy_into(const NDArray& dst, const NDArray& src);
+
+}  // namespace depengine::autograd::detail
