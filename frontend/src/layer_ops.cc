@@ -72,11 +72,14 @@ NDArray fully_connected(const NDArray& x, const NDArray& weight, const NDArray& 
   if (autograd::detail::should_record(inputs)) {
     autograd::detail::Saved saved{x, weight};
     if (relu) saved.push_back(out);
+    // A network's input (data, no history) needs no gradient: dx is not computed for it.
+    const bool need_dx = autograd::detail::should_record({&x});
     autograd::detail::record_op(
         op, inputs, {&out}, std::move(saved),
-        [relu, has_bias](const autograd::detail::Saved& s, const std::vector<NDArray>& dy) {
+        [relu, has_bias, need_dx](const autograd::detail::Saved& s, const std::vector<NDArray>& dy) {
           const NDArray dz = relu ? relu_backward(s[2], dy[0]) : dy[0];
-          std::vector<NDArray> g{gemm(dz, s[1], false, false), gemm(dz, s[0], true, false)};
+          std::vector<NDArray> g{need_dx ? gemm(dz, s[1], false, false) : NDArray(),
+                                 gemm(dz, s[0], true, false)};
           if (has_bias) g.push_back(sum(dz, 0));
           return g;
         });

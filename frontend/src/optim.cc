@@ -14,6 +14,7 @@
 #if DEPENGINE_HAS_CUDA
 #include "depengine/ops/cuda.h"
 #endif
+#include "autograd_internal.h"
 #include "internal.h"
 
 namespace depengine::nd {
@@ -42,6 +43,7 @@ struct Operands {
   Chunk& weight;
   Chunk& grad;
   std::vector<Chunk*> states;
+  std::vector<const NDArray*> written;  // the weight and the states, for bump_version
 };
 
 Operands operands(const char* op, const NDArray& weight, const NDArray& grad,
@@ -62,7 +64,7 @@ Operands operands(const char* op, const NDArray& weight, const NDArray& grad,
     }
   };
   check("gradient", grad, g);
-  Operands r{w, g, {}};
+  Operands r{w, g, {}, {&weight}};
   std::vector<std::pair<const char*, const Chunk*>> written{{"weight", &w}};
   for (const auto& [what, a] : states) {
     Chunk& c = detail::require(*a, op);
@@ -75,6 +77,7 @@ Operands operands(const char* op, const NDArray& weight, const NDArray& grad,
     }
     written.emplace_back(what, &c);
     r.states.push_back(&c);
+    r.written.push_back(a);
   }
   for (const auto& [what, c] : written) {
     if (c == &g) {
@@ -127,6 +130,8 @@ void push_update(const char* op, const Operands& o, Cpu cpu, [[maybe_unused]] Gp
     states.push_back(detail::ptr(*c));
   }
   states.resize(3);  // absent states resolve to nullptr
+  // In-place writes: an array saved by the tape before this update is now stale.
+  for (const NDArray* a : o.written) autograd::detail::bump_version(*a);
   const Ptr w = detail::ptr(o.weight), g = detail::ptr(o.grad);
   const std::size_t n = o.weight.size;
   auto run = [=](const RunContext& ctx, auto kernel) {
@@ -300,6 +305,7 @@ void reset_arrays(const std::vector<NDArray>& arrays) {
     if (it == groups.end()) it = groups.insert(groups.end(), {c.device, {}});
     it->second.push_back(&c);
   }
+  for (const NDArray& a : arrays) autograd::detail::bump_version(a);
   for (const auto& [device, chunks] : groups) {
     std::vector<Var> writes;
     std::vector<std::pair<Ptr, std::size_t>> targets;

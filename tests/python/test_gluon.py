@@ -291,6 +291,13 @@ def test_softmax_cross_entropy():
         loss(np.array(z), np.array(y[:5]))
 
 
+def test_label_out_of_range_is_raised_at_the_blocker():
+    import depengine as de
+    l = gluon.loss.SoftmaxCrossEntropyLoss()(np.zeros((3, 4)), np.array([0, 4, 1]))  # returns
+    with pytest.raises(de.Error, match=r"label 4 of sample 1 is not a class index in \[0, 4\)"):
+        l.asnumpy()
+
+
 def test_sigmoid_binary_cross_entropy():
     (z,) = rng_arrays((5, 3), seed=2)
     z *= 10

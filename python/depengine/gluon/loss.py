@@ -77,7 +77,6 @@ class SoftmaxCrossEntropyLoss(Loss):
         self._from_logits = from_logits
 
     def forward(self, pred, label, sample_weight=None):
-        logp = pred if self._from_logits else _ops.log_softmax(pred, axis=self._axis)
         if self._sparse_label:
             expect = list(pred.shape)
             del expect[self._axis % pred.ndim]
@@ -85,10 +84,16 @@ class SoftmaxCrossEntropyLoss(Loss):
                 raise ValueError(f"{self.name}: labels of shape {tuple(label.shape)} do not fit "
                                  f"a prediction of shape {tuple(pred.shape)} (one class index "
                                  f"per sample: {tuple(expect)})")
-            loss = -_ops.pick(logp, label, axis=self._axis)
-        else:
-            label = _reshape_like(label, pred, self.name)
-            loss = -(logp * label).sum(axis=self._axis, keepdims=True)
+            loss = None
+            if self._axis % pred.ndim == pred.ndim - 1:
+                loss = _ops.softmax_cross_entropy(pred, label, self._from_logits)
+            if loss is None:
+                logp = pred if self._from_logits else _ops.log_softmax(pred, axis=self._axis)
+                loss = -_ops.pick(logp, label, axis=self._axis)
+            return self._weighted_mean(loss, self._weight, sample_weight)
+        logp = pred if self._from_logits else _ops.log_softmax(pred, axis=self._axis)
+        label = _reshape_like(label, pred, self.name)
+        loss = -(logp * label).sum(axis=self._axis, keepdims=True)
         return self._weighted_mean(loss, self._weight, sample_weight)
 
 

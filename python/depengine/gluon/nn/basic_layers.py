@@ -124,10 +124,12 @@ class Dense(HybridBlock):
             x2 = x.reshape(x.shape[0], -1) if x.ndim != 2 else x
         else:
             x2 = x.reshape(-1, features)
-        out = _ops.dense(x2, w.data(), self.bias.data() if self.bias is not None else None)
+        fuse_relu = self.act is not None and self.act._act_type == "relu"
+        out = _ops.dense(x2, w.data(), self.bias.data() if self.bias is not None else None,
+                         relu=fuse_relu)
         if not self._flatten and x.ndim != 2:
             out = out.reshape(tuple(x.shape[:-1]) + (self._units,))
-        return self.act(out) if self.act is not None else out
+        return self.act(out) if self.act is not None and not fuse_relu else out
 
     def __repr__(self):
         shape = self.weight.shape
