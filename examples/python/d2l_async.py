@@ -195,11 +195,22 @@ for label, (t, m, p) in (("with l.wait_to_read() per batch", barrier),
     print(f"{label:<36}{t:>9.3f}s{m:>15.1f} MB{p:>13.1f} MB")
 t_ratio = no_barrier[0] / barrier[0]
 per_batch = no_barrier[2] / batches
-if no_barrier[2] > 2 * max(barrier[2], 1.0) + 10:
+ran_ahead = no_barrier[2] > 2 * max(barrier[2], 1.0) + 10
+if barrier[2] <= 100:
+    flat = (f"so at most one batch is in flight and memory stays flat: {barrier[1]:.1f} MB "
+            f"after the loop, {barrier[2]:.1f} MB at the peak (about one batch's arrays, whose "
+            f"blocks the storage pool hands on to the next batch).")
+else:
+    flat = (f"so at most one batch is in flight; yet in this run the peak grew by "
+            f"{barrier[2]:.1f} MB, more than one batch's arrays.")
+if ran_ahead:
     held = (f"Without it, the loop pushed batch after batch while the workers were still on "
-            f"the first ones, and depengine allocates an op's output when the op is pushed: "
-            f"every batch pushed ahead held its input, activations and gradients at once, so "
-            f"the peak grew by {no_barrier[2]:.0f} MB, about {per_batch:.1f} MB per batch.")
+            f"the first ones, and depengine allocates an op's output when the op is pushed "
+            f"(MXNet when it runs): every batch pushed ahead held its input, activations and "
+            f"gradients at once, so the peak grew by {no_barrier[2]:.0f} MB, about "
+            f"{per_batch:.1f} MB per batch. After waitall that storage is free again: "
+            f"{no_barrier[1]:.1f} MB remain above the start (blocks kept by the pool or the "
+            f"allocator).")
 else:
     held = (f"Without it, the peak grew by {no_barrier[2]:.0f} MB, not much more than with "
             f"it: in this run the frontend did not get far ahead of the workers.")
@@ -213,11 +224,17 @@ else:
     timing = (f"Without the barrier it took {t_ratio:.2f}x the time: holding every pushed "
               f"batch's arrays cost more (fresh pages to fault in instead of reused storage) "
               f"than the overlap saved.")
-print(f"""
-What 13.2.4's figures say. With l.wait_to_read() after each batch the frontend waits until the batch's
-loss is computed, so at most one batch is in flight and memory stays flat: {barrier[1]:.1f} MB
-after the loop, peak {barrier[2]:.1f} MB above the start (the storage pool reuses the last
-batch's blocks). {held} After waitall that storage is free again: {no_barrier[1]:.1f} MB
-remain above the start (freed blocks kept by the pool or the allocator). {timing} The chapter's
-advice holds here too: with an engine that runs ahead, a barrier per batch (or a bound on the
-ops in flight, DEPENGINE_MAX_INFLIGHT) keeps memory in check.""")
+advice = ("So the chapter's advice holds here too: with a frontend that runs ahead, a barrier "
+          "per batch (or a bound on the ops in flight, DEPENGINE_MAX_INFLIGHT) keeps memory in "
+          "check." if ran_ahead else "")
+explanation = (f"What 13.2.4's figures say. With l.wait_to_read() after each batch the frontend "
+               f"waits until the batch's loss is computed, {flat} {held} {timing} {advice}")
+line = ""
+print()
+for word in explanation.split():  # wrapped at 92 columns
+    if line and len(line) + 1 + len(word) > 92:
+        print(line)
+        line = word
+    else:
+        line = f"{line} {word}" if line else word
+print(line)

@@ -20,6 +20,23 @@ def test_d2l_chapter_example_runs():
     for figure in ["13.2.4: 4 batches", "with l.wait_to_read() per batch",
                    "without (waitall at the end)", "What 13.2.4's figures say."]:
         assert figure in r.stdout
+    # Its text follows its figures.
+    import re
+    rows = {m.group(1): (float(m.group(2)), float(m.group(4)))
+            for m in re.finditer(r"^(with l\.wait_to_read\(\) per batch|without \(waitall at the "
+                                 r"end\))\s+([0-9.]+)s\s+(-?[0-9.]+) MB\s+(-?[0-9.]+) MB$",
+                                 r.stdout, re.M)}
+    assert len(rows) == 2, r.stdout
+    (t_b, peak_b), (t_n, peak_n) = rows["with l.wait_to_read() per batch"], rows[
+        "without (waitall at the end)"]
+    text = " ".join(r.stdout.split("What 13.2.4's figures say.")[1].split())
+    # (printed figures are rounded: a case at a threshold may go either way)
+    bound = 2 * max(peak_b, 1.0) + 10
+    if abs(peak_n - bound) > 0.5:
+        assert ("every batch pushed ahead held" in text) == (peak_n > bound)
+    t_ratio = t_n / t_b
+    if abs(t_ratio - 0.9) > 0.01:
+        assert ("overlapped the workers' arithmetic" in text) == (t_ratio < 0.9)
     for figure in ["numpy:", "mxnet.np:", "Done:", "waitall:", "wait_to_read:",
                    "numpy conversion:", "scalar conversion:", "synchronous:", "asynchronous:",
                    "array([[3., 3.]])", "synchronous / asynchronous"]:
