@@ -208,9 +208,10 @@ if ran_ahead:
             f"the first ones, and depengine allocates an op's output when the op is pushed "
             f"(MXNet when it runs): every batch pushed ahead held its input, activations and "
             f"gradients at once, so the peak grew by {no_barrier[2]:.0f} MB, about "
-            f"{per_batch:.1f} MB per batch. After waitall that storage is free again: "
-            f"{no_barrier[1]:.1f} MB remain above the start (blocks kept by the pool or the "
-            f"allocator).")
+            f"{per_batch:.1f} MB per batch. After waitall depengine has freed that storage, yet "
+            f"the process still holds {no_barrier[1]:.1f} MB more than at the start: the storage "
+            f"pool keeps up to 256 MiB of freed blocks and the C allocator the rest, for the "
+            f"next loop to reuse.")
 else:
     held = (f"Without it, the peak grew by {no_barrier[2]:.0f} MB, not much more than with "
             f"it: in this run the frontend did not get far ahead of the workers.")
