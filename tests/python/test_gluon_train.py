@@ -343,3 +343,57 @@ def test_same_seed_same_parameters_after_20_steps_on_every_engine():
     for threads in (1, 2, 4):
         for a, b in zip(ref, train(de.Engine("threaded", cpu_threads=threads))):
             numpy.testing.assert_array_equal(a, b)
+
+
+def test_two_threads_train_two_networks_on_one_engine():
+    import threading
+    X = numpy.random.default_rng(6).standard_normal((64, 8)).astype(numpy.float32)
+    y = numpy.random.default_rng(7).integers(0, 3, 64).astype(numpy.float32)
+
+    def make():
+        np.random.seed(77)
+        net = nn.Sequential()
+        net.add(nn.Dense(16, activation="relu", in_units=8), nn.Dense(3, in_units=16))
+        net.initialize(init.Xavier())
+        return net
+
+    def train(net, out):
+        trainer = gluon.Trainer(net.collect_params(), "adam", {"learning_rate": 0.01})
+        loss = gluon.loss.SoftmaxCrossEntropyLoss()
+        xa, ya = np.array(X), np.array(y)
+        for _ in range(15):
+            with autograd.record():
+                l = loss(net(xa), ya)
+            l.backward()
+            trainer.step(64)
+        out.append([p.data().asnumpy() for p in net.collect_params().values()])
+
+    alone = []
+    train(make(), alone)
+    nets = [make(), make()]
+    results = [[], []]
+    threads = [threading.Thread(target=train, args=(n, r)) for n, r in zip(nets, results)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    for r in results:
+        assert len(r) == 1
+        for a, b in zip(r[0], alone[0]):
+            numpy.testing.assert_array_equal(a, b)
+
+
+def test_arrays_dropped_while_their_backward_is_pending():
+    net = nn.Sequential()
+    net.add(nn.Dense(64, activation="relu"), nn.Dense(1))
+    net.initialize()
+    trainer = gluon.Trainer(net.collect_params(), "sgd")
+    for _ in range(5):
+        X = np.random.normal(size=(128, 32))
+        with autograd.record():
+            l = gluon.loss.L2Loss()(net(X), np.ones((128, 1)))
+        l.backward()
+        del X, l           # dropped while backward and update are still pending
+        trainer.step(128)
+    w = net[0].weight.data().asnumpy()
+    assert numpy.isfinite(w).all()
