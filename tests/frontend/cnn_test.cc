@@ -530,6 +530,27 @@ TEST(CnnAutograd, SameGradientBitsOnEveryEngineWorkerCountAndSimulatedGpu) {
   }
 }
 
+TEST(CnnOps, FixedGammaGradientLivesOnTheInputsEngine) {
+  auto e = Engine::create("threaded", {.cpu_threads = 2});
+  NDArray x, dy, gamma, beta, rm, rv;
+  {
+    EngineScope use(*e);
+    x = nd::array(reals(12, 95), {3, 4});
+    dy = nd::ones({3, 4});
+    gamma = nd::ones({4});
+    beta = nd::zeros({4});
+    rm = nd::zeros({4});
+    rv = nd::ones({4});
+  }
+  // Called while another engine is current: every result is on the inputs' engine.
+  const nd::BatchNormTrain t = nd::batch_norm_train(x, gamma, beta, rm, rv, 1e-5f, 0.9f, true);
+  const nd::BatchNormGrads g = nd::batch_norm_backward(x, dy, gamma, t.mean, t.inv_std, true);
+  EXPECT_EQ(&g.dx.engine(), e.get());
+  EXPECT_EQ(&g.dgamma.engine(), e.get());
+  EXPECT_EQ(g.dgamma.to_vector(), std::vector<float>(4, 0.0f));
+  e->wait_all();
+}
+
 // ---- errors --------------------------------------------------------------------------------
 
 TEST(CnnOps, ShapeErrorsNameTheOpAndBothShapes) {
