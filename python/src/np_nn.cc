@@ -184,10 +184,10 @@ void bind_np_nn(nb::module_& npx) {
           "kwargs"_a, "mxnet.npx.pooling: 2-d max or avg pooling, NCHW.");
   npx.def("softmax", &softmax<nd::softmax>, "data"_a, "axis"_a = -1, "length"_a = nb::none(),
           "temperature"_a = nb::none(), "use_length"_a = false, "dtype"_a = nb::none(),
-          "kwargs"_a, "mxnet.npx.softmax along the last axis.");
+          "kwargs"_a, "mxnet.npx.softmax along `axis`.");
   npx.def("log_softmax", &softmax<nd::log_softmax>, "data"_a, "axis"_a = -1,
           "length"_a = nb::none(), "temperature"_a = nb::none(), "use_length"_a = false,
-          "dtype"_a = nb::none(), "kwargs"_a, "mxnet.npx.log_softmax along the last axis.");
+          "dtype"_a = nb::none(), "kwargs"_a, "mxnet.npx.log_softmax along `axis`.");
   npx.def("batch_norm", &batch_norm, "x"_a, "gamma"_a, "beta"_a, "running_mean"_a,
           "running_var"_a, "eps"_a = 1e-3f, "momentum"_a = 0.9f, "fix_gamma"_a = true,
           "use_global_stats"_a = false, "output_mean_var"_a = false, "axis"_a = 1, "kwargs"_a,

@@ -126,8 +126,13 @@ def test_softmax_log_softmax_and_pick():
     x3 = rand(2, 3, 4)
     e3 = numpy.exp(x3 - x3.max(axis=-1, keepdims=True))
     close(npx.softmax(np.array(x3)), e3 / e3.sum(axis=-1, keepdims=True))
-    with pytest.raises(ValueError, match="only the last axis"):
-        npx.softmax(np.array(x), axis=0)
+    e0 = numpy.exp(x3 - x3.max(axis=0, keepdims=True))
+    close(npx.softmax(np.array(x3), axis=0), e0 / e0.sum(axis=0, keepdims=True))
+    l1 = x3 - x3.max(axis=1, keepdims=True)
+    close(npx.log_softmax(np.array(x3), axis=1),
+          l1 - numpy.log(numpy.exp(l1).sum(axis=1, keepdims=True)), 1e-5)
+    with pytest.raises(ValueError, match="axis 3 is out of range"):
+        npx.softmax(np.array(x3), axis=3)
     with pytest.raises(ValueError, match="temperature"):
         npx.softmax(np.array(x), temperature=2.0)
     labels = numpy.array([0, 9, 3, 3, 1, 5], dtype=numpy.float32)
