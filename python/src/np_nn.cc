@@ -1,6 +1,5 @@
 // depengine.npx's CNN operators, with mxnet.npx 1.9's names, keywords and defaults:
-// convolution, pooling, softmax, log_softmax, batch_norm and pick (the log-likelihood
-// picked by label, for NLL losses). Each converts its arguments and calls one nd:: op of
+// convolution, pooling, softmax, log_softmax and batch_norm. Each converts its arguments and calls one nd:: op of
 // depengine/nn.h. Arguments MXNet takes that depengine does not implement (dilation, groups,
 // other layouts, the "full" pooling convention, a softmax temperature) raise ValueError
 // instead of being silently ignored; cuDNN and workspace tuning hints are accepted.
@@ -155,21 +154,6 @@ NDArray batch_norm(nb::handle x_, nb::handle gamma_, nb::handle beta_, NDArray& 
   });
 }
 
-NDArray pick(nb::handle data, nb::handle index, nb::handle axis, const std::string& mode,
-             bool keepdims) {
-  const char* fn = "pick";
-  const NDArray x = as_array(data, nullptr, fn);
-  const NDArray i = as_array(index, &x, fn);
-  const long long ax = int_arg(axis, fn, "axis", LLONG_MIN, LLONG_MAX);
-  if (x.ndim() != 2 || (ax != -1 && ax != 1)) {
-    throw nb::value_error(("pick: only the last axis of a 2-d array is supported, got axis " +
-                           std::to_string(ax) + " of shape " + shape_str(x.shape())).c_str());
-  }
-  if (mode != "clip" && mode != "wrap") throw nb::value_error("pick: mode must be 'clip' or 'wrap'");
-  NDArray r = frontend_call(x.engine(), [&] { return -nd::nll_loss(x, i); });
-  return keepdims ? r.reshape({x.shape()[0], 1}) : r;
-}
-
 }  // namespace
 
 void bind_np_nn(nb::module_& npx) {
@@ -193,9 +177,6 @@ void bind_np_nn(nb::module_& npx) {
           "use_global_stats"_a = false, "output_mean_var"_a = false, "axis"_a = 1, "kwargs"_a,
           "mxnet.npx.batch_norm over axis 1; in training mode it updates running_mean and "
           "running_var in place.");
-  npx.def("pick", &pick, "data"_a, "index"_a, "axis"_a = -1, "mode"_a = "clip",
-          "keepdims"_a = false,
-          "mxnet.npx.pick along the last axis of a 2-d array (indices must be in range).");
 }
 
 }  // namespace depengine::python
