@@ -436,6 +436,9 @@ def test_errors_name_the_layer_and_both_shapes():
                                          r"input of shape \(2, 3, 4, 4\) with padding \(0, 0\) "
                                          r"is \(4, 4\)"):
         conv(np.zeros((2, 3, 4, 4)))
+    # The failed call did not fix the layer's in_channels: another count still fits.
+    assert conv.weight.shape == (8, 0, 5, 5)
+    assert conv(np.zeros((1, 2, 5, 5))).shape == (1, 8, 1, 1)
     fixed = nn.Conv2D(8, 3, in_channels=1, prefix="c2_")
     fixed.initialize()
     with pytest.raises(ValueError, match=r"c2: an input of shape \(2, 3, 4, 4\) has 3 channels, "
@@ -478,6 +481,13 @@ def test_unsupported_options_are_errors_naming_them():
         nn.Conv2D(8, 3, groups=2)
     with pytest.raises(ValueError, match="Conv2D: kernel_size must be an int or a pair"):
         nn.Conv2D(8, (3, 3, 3))
+    numpy_ints = nn.Conv2D(numpy.int64(2), [numpy.int32(3), 2], strides=numpy.int64(2))
+    numpy_ints.initialize()
+    assert numpy_ints(np.zeros((1, 1, 7, 6))).shape == (1, 2, 3, 3)
+    with pytest.raises(ValueError, match="Conv2D: kernel_size must be an int or a pair"):
+        nn.Conv2D(8, (3, 2.5))
+    with pytest.raises(ValueError, match="Conv2D: strides must be an int or a pair"):
+        nn.Conv2D(8, 3, strides=True)
     with pytest.raises(ValueError, match="Conv2D: padding must be at least 0"):
         nn.Conv2D(8, 3, padding=-1)
     with pytest.raises(ValueError, match="Conv2D: strides must be at least 1"):

@@ -8,6 +8,8 @@ groups, ceil_mode, a BatchNorm axis other than the channel axis 1) raise NotImpl
 naming the layer and the option at construction, never a silently different result. A
 shape that does not fit raises ValueError naming the layer and the shapes involved.
 """
+import operator
+
 from ... import npx
 from .basic_layers import Activation
 from ..block import HybridBlock
@@ -16,20 +18,28 @@ __all__ = ["Conv2D", "MaxPool2D", "AvgPool2D", "GlobalMaxPool2D", "GlobalAvgPool
            "BatchNorm"]
 
 
+def _int(value):
+    """value as an int if it is one (Python's or NumPy's, not a bool), else None."""
+    if isinstance(value, bool):
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
+
+
 def _pair(value, cls, name, lo):
     """An int (both sides) or a sequence of two ints, each at least `lo`, as a tuple."""
-    if isinstance(value, bool):
-        raise ValueError(f"{cls}: {name} must be an int or a pair of ints, got {value!r}")
-    if isinstance(value, int):
-        pair = (value, value)
+    single = _int(value)
+    if single is not None:
+        pair = (single, single)
     else:
         try:
-            pair = tuple(value)
+            items = tuple(value)
         except TypeError:
-            raise ValueError(f"{cls}: {name} must be an int or a pair of ints, got "
-                             f"{value!r}") from None
-        if len(pair) != 2 or not all(isinstance(v, int) and not isinstance(v, bool)
-                                     for v in pair):
+            items = ()
+        pair = tuple(_int(v) for v in items)
+        if len(pair) != 2 or None in pair:
             raise ValueError(f"{cls}: {name} must be an int or a pair of ints (2-d windows), "
                              f"got {value!r}")
     if any(v < lo for v in pair):
@@ -85,7 +95,7 @@ class Conv2D(HybridBlock):
         self._padding = _pair(padding, cls, "padding", 0)
         if _pair(dilation, cls, "dilation", 1) != (1, 1):
             raise NotImplementedError(f"{cls}: dilation {dilation!r} is not supported (only 1)")
-        if isinstance(groups, bool) or not isinstance(groups, int) or groups < 1:
+        if _int(groups) is None or groups < 1:
             raise ValueError(f"{cls}: groups must be a positive int, got {groups!r}")
         if groups != 1:
             raise NotImplementedError(f"{cls}: groups={groups} is not supported (only 1)")
@@ -109,6 +119,7 @@ class Conv2D(HybridBlock):
 
     def forward(self, x):
         _check_4d(self, x, "Conv2D")
+        _check_window(self, x, self._kernel, self._padding, "kernel")
         w = self.weight
         in_channels = x.shape[1]
         if w.shape[1] == 0:
@@ -120,7 +131,6 @@ class Conv2D(HybridBlock):
             raise ValueError(f"{self.name}: an input of shape {tuple(x.shape)} has "
                              f"{in_channels} channels, but the weight has shape {w.shape} "
                              f"({w.shape[1]} input channels)")
-        _check_window(self, x, self._kernel, self._padding, "kernel")
         bias = self.bias.data() if self.bias is not None else None
         out = _call_op(self, npx.convolution, x, w.data(), bias, kernel=self._kernel,
                        stride=self._strides, pad=self._padding, num_filter=self._channels,
@@ -228,8 +238,9 @@ class BatchNorm(HybridBlock):
                  use_global_stats=False, beta_initializer="zeros", gamma_initializer="ones",
                  running_mean_initializer="zeros", running_variance_initializer="ones",
                  in_channels=0, **kwargs):
-        if isinstance(axis, bool) or not isinstance(axis, int):
+        if _int(axis) is None:
             raise ValueError(f"BatchNorm: axis must be an int, got {axis!r}")
+        axis = _int(axis)
         if axis != 1 and axis != -1:
             raise NotImplementedError(f"BatchNorm: axis={axis} is not supported (only the "
                                       "channel axis 1 of NCHW; -1 for a 2-d input)")
