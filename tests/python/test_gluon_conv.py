@@ -8,7 +8,8 @@ import re
 import numpy
 import pytest
 
-from depengine import autograd, gluon, init, np
+import depengine as de
+from depengine import autograd, gluon, init, np, npx
 from depengine.gluon import nn
 
 RNG = numpy.random.default_rng(2025)
@@ -348,13 +349,13 @@ def test_trainer_leaves_running_statistics_alone():
 
 # ---- hybridize() ----
 
-def small_cnn(seed):
+def small_cnn(seed, ctx=None, act="relu"):
     np.random.seed(seed)
     net = nn.HybridSequential()
-    net.add(nn.Conv2D(4, 3, padding=1), nn.BatchNorm(), nn.Activation("relu"),
-            nn.MaxPool2D(), nn.Conv2D(6, 2, strides=2, activation="relu"), nn.BatchNorm(),
+    net.add(nn.Conv2D(4, 3, padding=1), nn.BatchNorm(), nn.Activation(act),
+            nn.MaxPool2D(), nn.Conv2D(6, 2, strides=2, activation=act), nn.BatchNorm(),
             nn.GlobalAvgPool2D(), nn.Flatten(), nn.Dense(3))
-    net.initialize(init.Xavier())
+    net.initialize(init.Xavier(), ctx=ctx)
     return net
 
 
@@ -399,6 +400,31 @@ def test_hybridized_batch_norm_replay_updates_running_stats_each_call():
             bn(np.array(x))
         rm = 0.5 * rm + 0.5 * x.astype(numpy.float64).mean(axis=(0, 2, 3))
         numpy.testing.assert_allclose(f64(bn.running_mean.data()), rm, rtol=1e-5, atol=1e-6)
+
+
+def test_on_a_simulated_gpu_as_on_the_cpu():
+    # tanh: relu's gradient (a compare op) has no GPU kernel yet.
+    x = rand(4, 2, 8, 8)
+    runs = []
+    for engine, ctx in ((de.Engine("threaded"), npx.cpu()),
+                        (de.Engine("threaded", sim_gpus=1), npx.gpu(0))):
+        with engine:
+            net = small_cnn(9, ctx, act="tanh")
+            net.hybridize()
+            xa = np.array(x, ctx=ctx)
+            with autograd.record():
+                l = net(xa).sum()
+            l.backward()
+            runs.append([net(xa).asnumpy(), net[1].running_mean.data().asnumpy()]
+                        + [p.grad().asnumpy() for p in net.collect_params().values()
+                           if p.grad_req != "null"])
+            assert net[0].weight.data().ctx == ctx
+    for a, b in zip(*runs):
+        numpy.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match=r"conv\d+: convolution: the arrays are on different "
+                                         r"devices"):
+        with de.Engine("threaded", sim_gpus=1):
+            small_cnn(9)(np.array(x, ctx=npx.gpu(0)))
 
 
 # ---- save / load ----
