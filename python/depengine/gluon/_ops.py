@@ -97,6 +97,8 @@ def mean_except(x, axis):
     if x.ndim <= 1:
         return x
     ax = axis % x.ndim
+    if x.size == x.shape[ax]:  # every other axis has length 1: nothing to average
+        return x.reshape(x.shape[ax])
     if ax == 0:
         return x.reshape(x.shape[0], -1).mean(axis=1)
     if ax == x.ndim - 1:
