@@ -397,3 +397,36 @@ def test_arrays_dropped_while_their_backward_is_pending():
         trainer.step(128)
     w = net[0].weight.data().asnumpy()
     assert numpy.isfinite(w).all()
+
+
+def test_trainer_states_round_trip(tmp_path):
+    def step(p, trainer, s):
+        c = np.array(grads_for(s, (3, 4)))
+        with autograd.record():
+            l = (p.data() * c).sum()
+        l.backward()
+        trainer.step(1)
+
+    def make():
+        p = gluon.Parameter("w_weight", shape=(3, 4))
+        p.initialize(init=init.Zero())
+        p.set_data(np.array(W0))
+        return p, gluon.Trainer([p], "adam", {"learning_rate": 0.01})
+
+    p, t = make()
+    for s in range(3):
+        step(p, t, s)
+    f = str(tmp_path / "adam.states")
+    t.save_states(f)
+    q, u = make()
+    q.set_data(p.data())
+    u.load_states(f)
+    for s in range(3, 5):
+        step(p, t, s)
+        step(q, u, s)
+    numpy.testing.assert_array_equal(p.data().asnumpy(), q.data().asnumpy())
+    fresh_p, fresh = make()
+    fresh_p.set_data(q.data())
+    step(fresh_p, fresh, 5)   # without the states (t = 1, zero moments): another update
+    step(q, u, 5)
+    assert not numpy.array_equal(fresh_p.data().asnumpy(), q.data().asnumpy())
