@@ -242,9 +242,11 @@ elif t_ratio <= 1.1:
     timing = (f"The time is about the same either way ({t_ratio:.2f}x): the arithmetic, not the "
               f"frontend, bounds this loop, so running ahead saves little.")
 else:
-    timing = (f"Without the barrier it took {t_ratio:.2f}x the time: holding every pushed "
-              f"batch's arrays cost more (fresh pages to fault in instead of reused storage) "
-              f"than the overlap saved.")
+    timing = (f"Without the barrier it took {t_ratio:.2f}x the time: running ahead cannot save "
+              f"time in a loop that the arithmetic bounds, and here it cost some: the workers "
+              f"had the ops of many batches ready at once and ran them over "
+              f"{no_barrier[2]:.0f} MB of fresh storage rather than one batch's reused blocks "
+              f"(timings on a shared machine also vary: rerun to compare).")
 advice = ("So the chapter's advice holds here too: with a frontend that runs ahead, a barrier "
           "per batch (or a bound on the ops in flight, DEPENGINE_MAX_INFLIGHT) keeps memory in "
           "check." if ran_ahead else "")
