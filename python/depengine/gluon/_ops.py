@@ -39,7 +39,7 @@ def softmax_cross_entropy(pred, label, from_logits):
 
 
 def _last(x, axis):
-    return axis % x.ndim == x.ndim - 1
+    return x.ndim > 0 and axis % x.ndim == x.ndim - 1
 
 
 def log_softmax(x, axis=-1):
