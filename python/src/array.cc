@@ -118,15 +118,14 @@ nb::tuple shape_tuple(const Shape& s) {
   return nb::tuple(l);
 }
 
-// Blocks with the GIL released; an op failure propagates as it is.
-void wait(const NDArray& a) {
-  nb::gil_scoped_release unlocked;
-  a.wait_to_read();
-}
+// Blocks with the GIL released, Ctrl-C ending the wait (wait.h); an op failure propagates
+// as it is.
+void wait(const NDArray& a) { python::wait_to_read(a.engine(), a.var()); }
 
-// The single element, waited for with the GIL released (item(), float(), int(), bool(),
-// format(), `in`).
+// The single element, waited for as wait() does (item(), float(), int(), bool(), format(),
+// `in`).
 float item_released(const NDArray& a) {
+  wait(a);
   nb::gil_scoped_release unlocked;
   return a.item();
 }
@@ -197,6 +196,7 @@ nb::object asnumpy(const NDArray& a) {
 
 std::string repr(const NDArray& a) {
   std::ostringstream os;
+  wait(a);
   {
     nb::gil_scoped_release unlocked;
     os << a;

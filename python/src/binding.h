@@ -10,6 +10,7 @@
 #include "depengine/engine.h"
 #include "depengine/ndarray.h"
 #include "gil.h"
+#include "wait.h"
 
 namespace depengine::python {
 
@@ -27,6 +28,9 @@ void bind_array_segments(nb::module_& npx);
 // its Python object); at exit each is waited for before the interpreter finalizes.
 void register_engine(Engine* e);
 void wait_registered_engines();
+// In a child of fork(): whether `e` was made in the parent (every call on it then raises
+// depengine.Error naming fork()).
+bool made_before_fork(const Engine& e);
 
 // Whether a push to `e` may block (the naive engine runs ops inline; a bounded engine
 // applies back-pressure), so the GIL must be released around it.
@@ -81,14 +85,17 @@ NDArray array_from(nb::handle obj, Device device, const char* fn);
 NDArray as_array(nb::handle h, const NDArray* like, const char* fn);
 
 // Runs a frontend call: its Error (a bad shape or device, found before anything is pushed)
-// becomes ValueError; the GIL is released when the push may block. Once the interpreter
-// exits, depengine.Error (gil.h, begin_exit).
+// becomes ValueError; the GIL is released when the push may block, and on a bounded engine
+// the call first waits for a place (interruptibly, wait.h). Once the interpreter exits, and
+// in a child of fork() on an engine of the parent, depengine.Error.
 template <class F>
 decltype(auto) frontend_call(const Engine& e, F&& f) {
   check_not_exiting();
+  wait_for_place(e);
   try {
     return maybe_released(push_may_block(e), std::forward<F>(f));
   } catch (const Error& err) {
+    if (made_before_fork(e)) throw;
     throw nb::value_error(err.what());
   }
 }

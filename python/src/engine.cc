@@ -3,22 +3,30 @@
 #include <nanobind/stl/vector.h>
 #include <nanobind/stl/unique_ptr.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <climits>
-#include <cstdio>
 #include <memory>
 #include <mutex>
 
 #include "binding.h"
 #include "depengine/record.h"
 #include "gil.h"
+#include "wait.h"
 
 namespace depengine::python {
 namespace {
 
+// Each engine with the process that registered it (the one it was made in: engines are
+// registered as they are made, the default one at import).
+struct Registered {
+  Engine* e;
+  pid_t pid;
+};
 std::mutex g_engines_mu;
-std::vector<Engine*>& engines() {
-  static auto* v = new std::vector<Engine*>;  // never destroyed: see register_engine
+std::vector<Registered>& engines() {
+  static auto* v = new std::vector<Registered>;  // never destroyed: see register_engine
   return *v;
 }
 
@@ -41,6 +49,7 @@ thread_local int t_recording = 0;
 template <class Arg>
 void call_python(PyRef& f, const std::string& name, Arg&& arg, bool keep = false) {
   const bool ran = with_gil([&] {
+    InOp in_op;
     nb::object a = arg();
     PyObject* r = a.is_valid() ? PyObject_CallOneArg(f.get(), a.ptr())
                                : PyObject_CallNoArgs(f.get());
@@ -57,11 +66,11 @@ void call_python(PyRef& f, const std::string& name, Arg&& arg, bool keep = false
 
 // The `done` given to a push_async function: done() or done(exc).
 struct Done {
-  Completion c;
+  std::shared_ptr<DoneSlot> slot;
   void call(nb::handle exc) {
     if (exc.is_none()) {
       nb::gil_scoped_release unlocked;
-      c();
+      call_done(*slot, nullptr);
       return;
     }
     if (!PyExceptionInstance_Check(exc.ptr())) {
@@ -70,7 +79,7 @@ struct Done {
     }
     std::exception_ptr e = std::make_exception_ptr(PyOpError(exc.ptr()));
     nb::gil_scoped_release unlocked;
-    c(std::move(e));
+    call_done(*slot, std::move(e));
   }
 };
 
@@ -110,6 +119,7 @@ void push(EngineRef& self, nb::handle fn, nb::handle reads, nb::handle writes,
     call_python(f, name, [] { return nb::object(); }, keep);
   };
   Engine& e = *self.e;
+  wait_for_place(e);
   maybe_released(push_may_block(e), [&] { e.push(std::move(body), r, w, push_options(name, priority)); });
 }
 
@@ -120,10 +130,12 @@ void push_async(EngineRef& self, nb::handle fn, nb::handle reads, nb::handle wri
   check_not_exiting();
   PyRef f = callable(fn, "push_async");
   const std::vector<Var> r = to_vars(reads, "reads"), w = to_vars(writes, "writes");
-  auto body = [f = std::move(f), name, keep = t_recording > 0](Completion done) mutable {
-    call_python(f, name, [&] { return nb::cast(Done{std::move(done)}); }, keep);
-  };
   Engine& e = *self.e;
+  auto body = [f = std::move(f), name, keep = t_recording > 0, e = &e](Completion done) mutable {
+    call_python(f, name, [&] { return nb::cast(Done{make_done_slot(e, name, std::move(done))}); },
+                keep);
+  };
+  wait_for_place(e);
   maybe_released(push_may_block(e),
                  [&] { e.push_async(std::move(body), r, w, push_options(name, priority)); });
 }
@@ -132,8 +144,12 @@ void push_async(EngineRef& self, nb::handle fn, nb::handle reads, nb::handle wri
 // exception propagates as it is.
 void call_in_region(nb::handle fn) {
   ++t_recording;
+  enter_record_region();
   struct Leave {
-    ~Leave() { --t_recording; }
+    ~Leave() {
+      leave_record_region();
+      --t_recording;
+    }
   } leave;
   nb::object r = nb::borrow(fn)();
 }
@@ -145,6 +161,7 @@ Segment record(EngineRef& self, nb::handle fn) {
 
 void replay(EngineRef& self, const Segment& seg) {
   Engine& e = *self.e;
+  wait_for_place(e);
   maybe_released(push_may_block(e), [&] { e.replay(seg); });
 }
 
@@ -167,6 +184,7 @@ nd::Segment record_arrays(nb::handle fn, nb::handle inputs) {
 void replay_arrays(const nd::Segment& seg, nb::handle inputs) {
   if (!seg) throw Error("replay: the segment was not recorded");
   const Engine& e = current_engine();
+  wait_for_place(e);
   if (inputs.is_none()) {
     maybe_released(push_may_block(e), [&] { nd::replay(seg); });
     return;
@@ -193,28 +211,31 @@ Var one_var(nb::handle v, const char* what) {
 void register_engine(Engine* e) {
   std::lock_guard lk(g_engines_mu);
   auto& v = engines();
-  if (std::find(v.begin(), v.end(), e) == v.end()) v.push_back(e);
+  if (std::none_of(v.begin(), v.end(), [&](const Registered& r) { return r.e == e; })) {
+    v.push_back({e, getpid()});
+  }
+}
+
+bool made_before_fork(const Engine& e) {
+  if (!forked_child()) return false;
+  std::lock_guard lk(g_engines_mu);
+  for (const Registered& r : engines()) {
+    if (r.e == &e) return r.pid != getpid();
+  }
+  return false;
 }
 
 void wait_registered_engines() {
-  std::vector<Engine*> all;
+  std::vector<Engine*> mine;  // a child of fork() has none of its parent's engines' threads
   {
     std::lock_guard lk(g_engines_mu);
-    all = engines();
-  }
-  nb::gil_scoped_release unlocked;
-  for (Engine* e : all) {
-    // A failure no wait reported is said on stderr rather than lost (as Python does for an
-    // exception that ends a thread, or asyncio for one never retrieved); the exit goes on.
-    try {
-      e->wait_all();
-    } catch (const std::exception& err) {
-      std::fprintf(stderr, "depengine: an operation failed and no wait reported it: %s\n",
-                   err.what());
-    } catch (...) {
-      std::fprintf(stderr, "depengine: an operation failed and no wait reported it\n");
+    for (const Registered& r : engines()) {
+      if (r.pid == getpid()) mine.push_back(r.e);
     }
   }
+  // A failure no wait reported is said on stderr rather than lost (as Python does for an
+  // exception that ends a thread, or asyncio for one never retrieved); the exit goes on.
+  wait_at_exit(mine);
 }
 
 Engine& engine_arg(nb::handle engine) {
@@ -300,6 +321,7 @@ void bind_engine(nb::module_& m) {
              try {
                e = Engine::create(kind, options);
              } catch (const Error& err) {
+               if (forked_child()) throw;  // a threaded engine after fork(): as every call then
                throw nb::value_error(err.what());
              }
              Engine* raw = e.release();
@@ -329,16 +351,11 @@ void bind_engine(nb::module_& m) {
            "Pushes the ops of a Segment recorded on this engine again.")
       .def("wait_to_read",
            [](EngineRef& s, nb::handle v) {
-             Var var = one_var(v, "wait_to_read");
-             nb::gil_scoped_release unlocked;
-             s.e->wait_to_read(var);
+             python::wait_to_read(*s.e, one_var(v, "wait_to_read"));
            },
            nb::arg("var"))
       .def("wait_all",
-           [](EngineRef& s) {
-             nb::gil_scoped_release unlocked;
-             s.e->wait_all();
-           })
+           [](EngineRef& s) { python::wait_all(*s.e); })
       .def("delete_var", [](EngineRef& s, nb::handle v) { s.e->delete_var(one_var(v, "delete_var")); },
            nb::arg("var"))
       .def("__enter__",
@@ -353,7 +370,12 @@ void bind_engine(nb::module_& m) {
                throw nb::value_error("Engine.__exit__: this engine is not the innermost "
                                      "`with` engine of this thread");
              }
+             // Its RNG state's var is deleted now, a push that back-pressure may hold until
+             // a running Python op, which needs the GIL, returns.
+             auto scope = std::move(t_scopes.back());
              t_scopes.pop_back();
+             nb::gil_scoped_release unlocked;
+             scope.second.reset();
            })
       .def("__repr__", [](const EngineRef& s) {
         return "Engine('" + std::string(s.e->kind()) + "', cpu_threads=" +

@@ -49,5 +49,6 @@ NB_MODULE(_depengine, m) {
           close_python();
         },
         "atexit: waits for every engine Python used, then stops workers from entering Python.");
+  init_waits();
   register_engine(&Engine::get());
 }

@@ -208,9 +208,7 @@ void bind_np(nb::module_& np, nb::module_& npx) {
   // npx.
   npx.def("waitall",
           [] {
-            Engine& e = creation_engine();
-            nb::gil_scoped_release unlocked;
-            e.wait_all();
+            python::wait_all(creation_engine());
           },
           "Waits for every op pushed to the current engine; raises the first failure.");
   npx.def("set_np", [](nb::args, nb::kwargs) {}, "Accepted for MXNet code; depengine.np is always on.");
