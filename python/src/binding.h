@@ -22,6 +22,8 @@ void bind_array(nb::module_& np);
 void bind_np(nb::module_& np, nb::module_& npx);
 // npx.record / npx.replay / npx.Segment (engine.cc).
 void bind_array_segments(nb::module_& npx);
+// npx.memory_stats / pool_cap / set_pool_cap (memory.cc).
+void bind_memory(nb::module_& npx);
 
 // The engines Python has used: every Engine made from Python and the process default.
 // Engines made from Python live until the process exits (arrays made on one may outlive
