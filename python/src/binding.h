@@ -79,6 +79,11 @@ long long int_value(nb::handle h);
 // NumPy integer; not a bool) within [lo, hi]: TypeError for another type, ValueError naming
 // the range for a value outside it (however large).
 long long int_arg(nb::handle h, const char* fn, const char* name, long long lo, long long hi);
+// A number argument `name` of `fn` (int, float, a NumPy scalar; not a bool): TypeError
+// naming it otherwise.
+double number_arg(nb::handle h, const char* fn, const char* name);
+// A bool argument (a bool, a NumPy bool or an int): TypeError naming it otherwise.
+bool bool_arg(nb::handle h, const char* fn, const char* name);
 // ctx= / device=: None (the CPU), or a Device.
 Device device_arg(nb::handle ctx, nb::handle device, const char* fn);
 // A new array on `device` holding the elements of a NumPy array, a (nested) list or a scalar.

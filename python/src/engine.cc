@@ -310,8 +310,13 @@ void bind_engine(nb::module_& m) {
                         "max_inflight=0, sim_gpus=0). 0 takes the environment's value or the "
                         "default. `with engine:` makes it the current engine of this thread.")
       .def("__init__",
-           [](EngineRef* self, const std::string& kind, nb::handle cpu_threads,
+           [](EngineRef* self, nb::handle kind_arg, nb::handle cpu_threads,
               nb::handle max_inflight, nb::handle sim_gpus) {
+             if (!PyUnicode_Check(kind_arg.ptr())) {
+               throw nb::type_error(("Engine: kind must be 'threaded' or 'naive', got " +
+                                     std::string(Py_TYPE(kind_arg.ptr())->tp_name)).c_str());
+             }
+             const std::string kind = nb::cast<std::string>(kind_arg);
              const EngineOptions options{
                  .cpu_threads = static_cast<int>(int_arg(cpu_threads, "Engine", "cpu_threads", 0, INT_MAX)),
                  .max_inflight = static_cast<long>(
@@ -328,7 +333,7 @@ void bind_engine(nb::module_& m) {
              register_engine(raw);
              new (self) EngineRef{raw};
            },
-           nb::arg("kind") = "threaded", nb::kw_only(), nb::arg("cpu_threads").none() = 0,
+           nb::arg("kind").none() = "threaded", nb::kw_only(), nb::arg("cpu_threads").none() = 0,
            nb::arg("max_inflight").none() = 0, nb::arg("sim_gpus").none() = 0)
       .def_prop_ro("kind", [](const EngineRef& s) { return std::string(s.e->kind()); })
       .def_prop_ro("cpu_threads", [](const EngineRef& s) { return s.e->cpu_threads(); })
@@ -336,15 +341,15 @@ void bind_engine(nb::module_& m) {
       .def_prop_ro("sim_gpus", [](const EngineRef& s) { return s.e->sim_gpus(); })
       .def_prop_ro("pending", [](const EngineRef& s) { return s.e->pending(); })
       .def("new_var", [](EngineRef& s) { return s.e->new_var(); })
-      .def("push", &push, nb::arg("fn"), nb::arg("reads").none() = nb::tuple(),
+      .def("push", &push, nb::arg("fn").none(), nb::arg("reads").none() = nb::tuple(),
            nb::arg("writes").none() = nb::tuple(), nb::kw_only(), nb::arg("name").none() = "python",
            nb::arg("priority").none() = 0,
            "Pushes fn() to run on a worker once its reads and writes allow; returns at once.")
-      .def("push_async", &push_async, nb::arg("fn"), nb::arg("reads").none() = nb::tuple(),
+      .def("push_async", &push_async, nb::arg("fn").none(), nb::arg("reads").none() = nb::tuple(),
            nb::arg("writes").none() = nb::tuple(), nb::kw_only(), nb::arg("name").none() = "python",
            nb::arg("priority").none() = 0,
            "Pushes fn(done); the op ends when done() or done(exc) is called, from any thread.")
-      .def("record", &record, nb::arg("fn"),
+      .def("record", &record, nb::arg("fn").none(),
            "Runs fn() now and returns the ops it pushed to this engine as a Segment; a wait "
            "or delete_var inside fn is an Error.")
       .def("replay", &replay, nb::arg("segment"),
@@ -399,7 +404,7 @@ void bind_array_segments(nb::module_& npx) {
                           "inputs) runs them again.")
       .def("__len__", [](const nd::Segment& s) { return s.ops().size(); })
       .def_prop_ro("inputs", [](const nd::Segment& s) { return s.inputs(); });
-  npx.def("record", &record_arrays, nb::arg("fn"), nb::arg("inputs") = nb::none(),
+  npx.def("record", &record_arrays, nb::arg("fn").none(), nb::arg("inputs").none() = nb::none(),
           "Runs fn() once, recording the array ops it pushes to the current engine; `inputs` "
           "are the arrays a replay may rebind. Blocking inside fn is an Error.");
   npx.def("replay", &replay_arrays, nb::arg("segment"), nb::arg("inputs") = nb::none(),

@@ -40,7 +40,7 @@ struct Recording {
   Engine* engine;
   std::shared_ptr<GraphRecorder> recorder;
   std::shared_ptr<Profiler> profiler;
-  std::shared_ptr<Observer> observer;  // while active
+  std::shared_ptr<Observer> observer = nullptr;  // while active
 
   void enter() {
     if (observer) throw nb::value_error("record: this region is already being recorded");
@@ -235,11 +235,29 @@ void bind_graph(nb::module_& m) {
            nb::arg("engine") = nb::none(),
            "Runs it on `engine` (default: the current one); returns the wall time in seconds.");
   m.def("load_program",
-        [](const std::string& path) { return value_errors([&] { return graphfile::load_program(path); }); },
-        nb::arg("path"), "Reads a graph file or a graph JSON dump.");
+        [](nb::handle path_arg) {
+          // A str or an os.PathLike ("-": standard input).
+          nb::object path = nb::steal(PyOS_FSPath(path_arg.ptr()));
+          if (!path.is_valid() || !PyUnicode_Check(path.ptr())) {
+            PyErr_Clear();
+            throw nb::type_error(("load_program: path must be a str or an os.PathLike, got " +
+                                  std::string(Py_TYPE(path_arg.ptr())->tp_name)).c_str());
+          }
+          const std::string p = nb::cast<std::string>(path);
+          return value_errors([&] { return graphfile::load_program(p); });
+        },
+        nb::arg("path").none(), "Reads a graph file or a graph JSON dump.");
   m.def("parse_program",
-        [](const std::string& text) { return value_errors([&] { return graphfile::parse_program(text); }); },
-        nb::arg("text"));
+        [](nb::handle text_arg) {
+          if (!PyUnicode_Check(text_arg.ptr())) {
+            throw nb::type_error(("parse_program: text must be a str (a graph file or a graph "
+                                  "JSON dump), got " + std::string(Py_TYPE(text_arg.ptr())->tp_name))
+                                     .c_str());
+          }
+          const std::string text = nb::cast<std::string>(text_arg);
+          return value_errors([&] { return graphfile::parse_program(text); });
+        },
+        nb::arg("text").none(), "Reads a graph file or a graph JSON dump from a str.");
 }
 
 }  // namespace depengine::python

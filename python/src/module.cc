@@ -30,6 +30,10 @@ NB_MODULE(_depengine, m) {
         return nb::isinstance<Device>(b) && a == nb::cast<Device>(b);
       })
       .def("__hash__", [](const Device& d) { return d.id * 2 + (d.is_gpu() ? 1 : 0); })
+      .def("__reduce__", [](const Device& d) {
+        return nb::make_tuple(nb::module_::import_("depengine._reduce").attr("device"),
+                              nb::make_tuple(d.is_cpu() ? "cpu" : "gpu", d.id));
+      })
       .def("__repr__", [](const Device& d) {
         return std::string(d.is_cpu() ? "cpu(" : "gpu(") + std::to_string(d.id) + ")";
       });
