@@ -149,6 +149,39 @@ bool interruptible_here() {
          PyThread_get_thread_ident() == g_main_thread;
 }
 
+// Whether `e` finishes everything pushed within a few microseconds (call with the GIL
+// released: the op may be a Python one). Then the wait is made on this thread: a helper's
+// hand-offs cost two thread wake-ups more (a synchronous loop of tiny ops went from ~4 to
+// ~22 us per wait), which matters only for waits that end at once.
+bool settles_soon(const Engine& e) {
+  constexpr auto kLook = std::chrono::microseconds(50);
+  const auto until = Clock::now() + kLook;
+  for (int i = 0; e.pending() != 0; ++i) {
+    if (i >= 64) {
+      if (Clock::now() >= until) return false;
+      std::this_thread::yield();
+    }
+  }
+  return true;
+}
+
+// Runs `call` on this thread with the GIL released when this thread cannot be interrupted
+// or `e` settles soon; false (nothing done) otherwise. Its exception propagates.
+template <class Call>
+bool waited_here(const Engine& e, bool may_hand_over, Call&& call) {
+  if (may_hand_over && interruptible_here()) {
+    if (e.pending() != 0) {
+      nb::gil_scoped_release unlocked;
+      if (!settles_soon(e)) return false;
+      call();
+      return true;
+    }
+  }
+  nb::gil_scoped_release unlocked;
+  call();
+  return true;
+}
+
 // Waits (GIL held on entry and exit) for `job` in slices, calling `between` with the GIL
 // held after each slice that did not see it end; `between` may throw.
 template <class Between>
@@ -214,6 +247,16 @@ std::exception_ptr merge_unreported(Engine& e, std::exception_ptr own) {
   u.pop_front();
   if (own) u.push_back(std::move(own));
   return first;
+}
+
+bool abandoned_running(Engine& e) {
+  std::lock_guard lk(g_waits_mu);
+  auto& list = waits()[&e].abandoned;
+  std::erase_if(list, [](const std::shared_ptr<Job>& j) {
+    std::lock_guard jl(j->mu);
+    return j->done;
+  });
+  return !list.empty();
 }
 
 void remember_abandoned(Engine& e, std::shared_ptr<Job> job) {
@@ -300,11 +343,7 @@ bool forked_child() noexcept { return g_forked.load(std::memory_order_relaxed); 
 
 void wait_to_read(Engine& e, const Var& v) {
   try {
-    if (!interruptible_here() || e.pending() == 0) {
-      nb::gil_scoped_release unlocked;
-      e.wait_to_read(v);
-      return;
-    }
+    if (waited_here(e, true, [&] { e.wait_to_read(v); })) return;
   } catch (...) {
     report(e, std::current_exception());
   }
@@ -319,13 +358,18 @@ void wait_to_read(Engine& e, const Var& v) {
 }
 
 void wait_all(Engine& e) {
-  if (!interruptible_here()) {
-    try {
-      nb::gil_scoped_release unlocked;
-      e.wait_all();
-    } catch (...) {
-      report(e, std::current_exception());
-    }
+  // Here only when no abandoned wait_all may still hand a failure over (see start_wait_all).
+  std::exception_ptr err;
+  bool here = false;
+  try {
+    here = (!interruptible_here() || !abandoned_running(e)) &&
+           waited_here(e, true, [&] { e.wait_all(); });
+  } catch (...) {
+    err = std::current_exception();
+    here = true;
+  }
+  if (here) {
+    if ((err = merge_unreported(e, std::move(err)))) report(e, std::move(err));
     return;
   }
   std::shared_ptr<Job> job = start_wait_all(e);
