@@ -1,4 +1,4 @@
-// npx.memory_stats / npx.pool_cap / npx.set_pool_cap: array storage and the pool that keeps
+// npx.memory_stats / reset_memory_peak / pool_cap / set_pool_cap: array storage and the pool that keeps
 // freed host blocks for reuse (frontend nd::memory_stats, nd::set_pool_cap).
 #include <climits>
 
@@ -19,6 +19,8 @@ void bind_memory(nb::module_& npx) {
           },
           "Bytes of array storage in use, the most at once, the freed host storage the pool "
           "keeps for reuse (cached, at most pool_cap) and the pool's cap. Process-wide.");
+  npx.def("reset_memory_peak", &nd::reset_memory_peak,
+          "Starts memory_stats()['peak'] again from what is in use now.");
   npx.def("pool_cap", [] { return nd::pool_cap(); },
           "The most bytes of freed host storage kept for reuse (DEPENGINE_POOL_CAP_MB, "
           "default 64 MiB).");

@@ -7,6 +7,7 @@ import textwrap
 
 import pytest
 
+import depengine as de
 from depengine import np, npx
 
 # The child measures its resident memory (/proc/self/statm) before a burst of 1000x1000
@@ -14,6 +15,7 @@ from depengine import np, npx
 # after waitall() and dropping them.
 BURST = """
 import os
+import depengine as de
 import depengine as de
 from depengine import np, npx
 page = os.sysconf("SC_PAGESIZE")
@@ -83,3 +85,19 @@ def test_set_pool_cap_gives_back_what_the_pool_holds_beyond_it():
             npx.set_pool_cap("64")
     finally:
         npx.set_pool_cap(cap)
+
+
+def test_max_inflight_bounds_a_loop_that_runs_ahead():
+    # docs/python.md, "Memory": without a bound all 100 results may exist at once.
+    e = de.Engine("threaded", cpu_threads=2, max_inflight=8)
+    with e:
+        x = np.ones((1000, 1000))
+        npx.waitall()
+        base = npx.memory_stats()["in_use"]
+        npx.reset_memory_peak()
+        for _ in range(100):
+            y = x + 1
+        npx.waitall()
+        del y
+    peak = npx.memory_stats()["peak"] - base
+    assert peak <= 10 * 4_000_000, peak
