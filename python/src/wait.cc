@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <system_error>
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
@@ -53,8 +54,10 @@ struct Job {
   std::exception_ptr error;
 };
 
-// Per engine: the wait_all jobs a signal abandoned (a later wait_all waits for them first:
-// one of them may be the one the engine hands a failure to) and the failures they saw.
+// Per engine: the waits a signal abandoned (a later wait_all waits for them first: an
+// abandoned wait_all may be the one the engine hands a failure to; and the exit waits for
+// them all, so that none is still inside an engine when it is destroyed) and the failures
+// the abandoned wait_alls saw.
 struct EngineWaits {
   std::vector<std::shared_ptr<Job>> abandoned;
   std::deque<std::exception_ptr> unreported;
@@ -90,14 +93,25 @@ bool was_reported(const Engine* e, const std::exception_ptr& err) {
 // Helper threads, made as needed and kept (a wait that never ends keeps its thread).
 class Helpers {
  public:
-  void submit(std::shared_ptr<Job> job) {
-    std::lock_guard lk(mu_);
-    queue_.push_back(std::move(job));
-    if (queue_.size() > idle_) {
-      std::thread([this] { loop(); }).detach();
-    } else {
-      cv_.notify_one();
+  // Hands `job` to a helper (GIL held); without a thread to be had, runs it here with the
+  // GIL released (not interruptible, but not lost).
+  void submit(const std::shared_ptr<Job>& job) {
+    {
+      std::lock_guard lk(mu_);
+      queue_.push_back(job);
+      if (queue_.size() <= idle_) {
+        cv_.notify_one();
+        return;
+      }
+      try {
+        std::thread([this] { loop(); }).detach();
+        return;
+      } catch (const std::system_error&) {
+        queue_.pop_back();
+      }
     }
+    nb::gil_scoped_release unlocked;
+    run(*job);
   }
 
  private:
@@ -352,7 +366,10 @@ void wait_to_read(Engine& e, const Var& v) {
   job->fn = [&e, v] { e.wait_to_read(v); };
   helpers().submit(job);
   wait_in_slices(*job, [&] {
-    if (PyErr_CheckSignals() != 0) abandon(*job);
+    if (PyErr_CheckSignals() != 0) {
+      remember_abandoned(e, job);  // the next wait_all, and the exit, wait for it
+      abandon(*job);
+    }
   });
   if (job->error) report(e, job->error);
 }
@@ -463,7 +480,7 @@ bool fail_uncalled_done(const Engine& e, std::size_t pending) {
 
 void wait_at_exit(const std::vector<Engine*>& engines) {
   for (Engine* e : engines) {
-    if (g_forked.load() || e->pending() == 0) {
+    if (g_forked.load()) {  // only engines made in this child, whose waits are never handed over
       std::exception_ptr err;
       try {
         nb::gil_scoped_release unlocked;
