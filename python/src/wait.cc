@@ -296,8 +296,8 @@ double g_exit_timeout_s = 10;
 
 class DoneSlot {
  public:
-  DoneSlot(Engine* e, std::string name, Completion c)
-      : engine(e), name(std::move(name)), completion(std::move(c)) {}
+  DoneSlot(Engine* e, std::string op_name, Completion c)
+      : engine(e), name(std::move(op_name)), completion(std::move(c)) {}
   ~DoneSlot() {
     std::lock_guard lk(g_slots_mu);
     slots().erase(this);
