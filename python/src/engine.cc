@@ -39,10 +39,6 @@ struct EngineRef {
 // it); scopes are kept per thread and must close in reverse order.
 thread_local std::vector<std::pair<Engine*, std::unique_ptr<EngineScope>>> t_scopes;
 
-// Inside Engine.record / depengine.record on this thread: the Python ops pushed now are
-// kept by a segment and called again by its replays, so they keep their callable.
-thread_local int t_recording = 0;
-
 // Calls the Python callable `f` (with the result of `arg()` when given) on the calling
 // thread, taking the GIL, and drops `f` while it holds it unless `keep` (a recorded op, run
 // again by replays); a Python exception becomes a PyOpError.
@@ -115,7 +111,7 @@ void push(EngineRef& self, nb::handle fn, nb::handle reads, nb::handle writes,
   check_not_exiting();
   PyRef f = callable(fn, "push");
   const std::vector<Var> r = to_vars(reads, "reads"), w = to_vars(writes, "writes");
-  auto body = [f = std::move(f), name, keep = t_recording > 0]() mutable {
+  auto body = [f = std::move(f), name, keep = in_record_region()]() mutable {
     call_python(f, name, [] { return nb::object(); }, keep);
   };
   Engine& e = *self.e;
@@ -131,7 +127,7 @@ void push_async(EngineRef& self, nb::handle fn, nb::handle reads, nb::handle wri
   PyRef f = callable(fn, "push_async");
   const std::vector<Var> r = to_vars(reads, "reads"), w = to_vars(writes, "writes");
   Engine& e = *self.e;
-  auto body = [f = std::move(f), name, keep = t_recording > 0, e = &e](Completion done) mutable {
+  auto body = [f = std::move(f), name, keep = in_record_region(), e = &e](Completion done) mutable {
     call_python(f, name, [&] { return nb::cast(Done{make_done_slot(e, name, std::move(done))}); },
                 keep);
   };
@@ -143,13 +139,9 @@ void push_async(EngineRef& self, nb::handle fn, nb::handle reads, nb::handle wri
 // Calls the Python callable `fn` with no arguments (GIL held) inside a record region; its
 // exception propagates as it is.
 void call_in_region(nb::handle fn) {
-  ++t_recording;
   enter_record_region();
   struct Leave {
-    ~Leave() {
-      leave_record_region();
-      --t_recording;
-    }
+    ~Leave() { leave_record_region(); }
   } leave;
   nb::object r = nb::borrow(fn)();
 }
@@ -326,7 +318,7 @@ void bind_engine(nb::module_& m) {
              try {
                e = Engine::create(kind, options);
              } catch (const Error& err) {
-               if (forked_child()) throw;  // a threaded engine after fork(): as every call then
+               if (forked_child()) throw;  // depengine.Error, as for every engine call there
                throw nb::value_error(err.what());
              }
              Engine* raw = e.release();

@@ -345,6 +345,7 @@ InOp::InOp() noexcept : was_(std::exchange(t_in_op, true)) {}
 InOp::~InOp() { t_in_op = was_; }
 void enter_record_region() noexcept { ++t_record_regions; }
 void leave_record_region() noexcept { --t_record_regions; }
+bool in_record_region() noexcept { return t_record_regions > 0; }
 
 void init_waits() {
   g_main_thread = nb::cast<unsigned long>(

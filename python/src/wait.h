@@ -6,11 +6,10 @@
 // and a failure it then sees is kept for the next wait_all, never lost.
 #pragma once
 
-#include <Python.h>
-
-#include <cstddef>
 #include <exception>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "depengine/engine.h"
 
@@ -43,9 +42,11 @@ class InOp {
   bool was_;
 };
 // Counts record regions on this thread (Engine.record, npx.record), where a wait must reach
-// the engine on this thread to be refused.
+// the engine on this thread to be refused, and the Python ops pushed are kept by a segment
+// and called again by its replays (so they keep their callable).
 void enter_record_region() noexcept;
 void leave_record_region() noexcept;
+bool in_record_region() noexcept;
 
 // The done() handed to a push_async body, tracked until it is called or dropped, so that
 // back-pressure and the exit know which ops wait for Python.
