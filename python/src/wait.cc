@@ -182,16 +182,9 @@ bool settles_soon(const Engine& e) {
 // Runs `call` on this thread with the GIL released when this thread cannot be interrupted
 // or `e` settles soon; false (nothing done) otherwise. Its exception propagates.
 template <class Call>
-bool waited_here(const Engine& e, bool may_hand_over, Call&& call) {
-  if (may_hand_over && interruptible_here()) {
-    if (e.pending() != 0) {
-      nb::gil_scoped_release unlocked;
-      if (!settles_soon(e)) return false;
-      call();
-      return true;
-    }
-  }
+bool waited_here(const Engine& e, Call&& call) {
   nb::gil_scoped_release unlocked;
+  if (interruptible_here() && e.pending() != 0 && !settles_soon(e)) return false;
   call();
   return true;
 }
@@ -358,7 +351,7 @@ bool forked_child() noexcept { return g_forked.load(std::memory_order_relaxed); 
 
 void wait_to_read(Engine& e, const Var& v) {
   try {
-    if (waited_here(e, true, [&] { e.wait_to_read(v); })) return;
+    if (waited_here(e, [&] { e.wait_to_read(v); })) return;
   } catch (...) {
     report(e, std::current_exception());
   }
@@ -381,7 +374,7 @@ void wait_all(Engine& e) {
   bool here = false;
   try {
     here = (!interruptible_here() || !abandoned_running(e)) &&
-           waited_here(e, true, [&] { e.wait_all(); });
+           waited_here(e, [&] { e.wait_all(); });
   } catch (...) {
     err = std::current_exception();
     here = true;
