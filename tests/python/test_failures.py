@@ -3,6 +3,7 @@ second report at exit, and fork() children that report only what is theirs."""
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -139,3 +140,26 @@ def test_a_forked_child_prints_nothing_when_nothing_failed_and_raises_depengine_
     # x.reshape is a view: no engine call, so it works in the child too.
     assert kinds == ["Error"] * 4 + ["ok"] + ["Error"] * 7, kinds
     assert p.stderr == "", p.stderr
+
+
+def test_done_called_twice_is_an_error_naming_the_op():
+    e = de.Engine("threaded", cpu_threads=2)
+    v = e.new_var()
+    held = []
+    e.push_async(lambda done: held.append(done), writes=[v], name="twice")
+    while not held:
+        time.sleep(0.001)
+    held[0]()
+    e.wait_to_read(v)
+    with pytest.raises(de.Error, match="done: already called for op 'twice'"):
+        held[0]()
+
+
+def test_a_done_dropped_uncalled_fails_its_op():
+    e = de.Engine("threaded", cpu_threads=2)
+    v = e.new_var()
+    e.push_async(lambda done: None, writes=[v], name="dropped")
+    with pytest.raises(de.Error, match="without"):
+        e.wait_to_read(v)
+    with pytest.raises(de.Error):
+        e.wait_all()
