@@ -19,6 +19,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 
 #include <oneapi/tbb/task_arena.h>
 
@@ -62,7 +63,13 @@ class NaiveCore final : public EngineCore {
     std::exception_ptr failure;
     {
       std::unique_lock lk(mu_);
-      wait_for_ops(lk, next_seq_);
+      // The ops pushed so far, and those that the running ones among them push meanwhile
+      // (they belong to their pusher's epoch, as in the threaded engine): held while a
+      // pending nested op's outermost pusher came before the call.
+      const std::uint64_t count = next_seq_;
+      wait_for(lk, [&] {
+        return done_ >= count && (nested_roots_.empty() || *nested_roots_.begin() >= count);
+      });
       failure = take_failure();
     }
     if (failure) std::rethrow_exception(failure);
@@ -171,6 +178,9 @@ class NaiveCore final : public EngineCore {
     // sequential meaning.
     link_reductions(*op, false, [](VarState*) {});
     op->seq = next_seq_++;
+    const Op* running = current_op();
+    op->epoch_root = owns(running) ? running->epoch_root : op->seq;
+    if (op->epoch_root != op->seq) nested_roots_.insert(op->epoch_root);
     for (Access& a : op->acc) {
       a.version = writes(a.kind) ? ++a.var->pushed_version : a.var->pushed_version;
     }
@@ -266,6 +276,7 @@ class NaiveCore final : public EngineCore {
     // Destroying the op may push (an array its body held is deleted): queued, as this
     // thread drains.
     const std::uint64_t seq = op->seq;
+    const std::uint64_t root = op->epoch_root;
     OpPtr(op).reset();
     // This thread's references to the exceptions go before the op counts as done, under the
     // lock the waiters take: one released after a waiter returned would free the exception
@@ -275,15 +286,22 @@ class NaiveCore final : public EngineCore {
     if (last.report) record_failure(seq, last.report);
     last = Outcome{};
     ++done_;
+    if (root != seq) nested_roots_.erase(nested_roots_.find(root));
     pending_.fetch_sub(1, std::memory_order_relaxed);
     if (callers_ != 0) waits_.notify_all();
   }
 
   // Blocks until the first `count` ops pushed have run. Call with mu_ held.
   void wait_for_ops(std::unique_lock<std::mutex>& lk, std::uint64_t count) {
-    if (done_ >= count) return;
+    wait_for(lk, [&] { return done_ >= count; });
+  }
+
+  // Waits until `ready()` (a condition under mu_, which record() changes) holds.
+  template <class Ready>
+  void wait_for(std::unique_lock<std::mutex>& lk, const Ready& ready) {
+    if (ready()) return;
     ++callers_;
-    waits_.wait_locked(lk, [&] { return done_ >= count; });
+    waits_.wait_locked(lk, ready);
     if (--callers_ == 0 && stage_ != Stage::running) waits_.notify_all();
   }
 
@@ -465,6 +483,9 @@ class NaiveCore final : public EngineCore {
   int callers_ = 0;  // threads in a wait
   std::uint64_t next_seq_ = 0;
   std::uint64_t done_ = 0;  // ops run so far (they run in seq order)
+  // The epoch_root of each pending op pushed by a running op (under mu_): wait_all waits
+  // for those whose outermost pusher it waits for.
+  std::multiset<std::uint64_t> nested_roots_;
   std::shared_ptr<Observer> observer_;
   std::atomic<std::size_t> pending_{0};
 

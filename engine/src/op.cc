@@ -10,6 +10,7 @@
 
 #include <oneapi/tbb/scalable_allocator.h>
 
+#include "depengine/running_op.h"
 #include "reduce.h"
 
 namespace depengine::detail {
@@ -444,3 +445,7 @@ void Op::release_completion_ref() noexcept {
 }
 
 }  // namespace depengine::detail
+
+namespace depengine {
+bool in_running_op() noexcept { return detail::current_op() != nullptr; }
+}  // namespace depengine

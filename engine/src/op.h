@@ -192,8 +192,12 @@ class Op final : public CompletionTarget {
   // var queues: the replay's counters order it), and its index there.
   ReplayRun* replay = nullptr;
   std::uint32_t replay_index = 0;
-  // Threaded engine: the wait_all epoch the op was pushed in.
+  // Threaded engine: the wait_all epoch the op counts in (a push made by a running op of
+  // the same engine counts in that op's epoch).
   Epoch* epoch = nullptr;
+  // Naive engine: the seq of the outermost op whose epoch this one belongs to (its own
+  // seq, unless a running op of the engine pushed it).
+  std::uint64_t epoch_root = 0;
   // The engine's observer when the op was pushed, if any.
   std::shared_ptr<Observer> observer;
   // The first exception an observer threw while reporting this op (see observe()); the

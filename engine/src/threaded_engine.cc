@@ -86,8 +86,9 @@ struct ReplayRun {
   std::atomic<std::size_t> left;  // ops not yet finished
 };
 
-// The ops pushed between two wait_all calls. wait_all waits for the epochs that were open
-// when it was called, so ops pushed after the call never hold it.
+// The ops pushed between two wait_all calls, with the ops they push while they run
+// (push_epoch). wait_all waits for the epochs that were open when it was called, so ops
+// pushed after the call from outside those epochs' ops never hold it.
 // `pending` counts them until they finish; it points into the engine's counter line
 // (ThreadedCore::Counters) for the first few epochs alive at once, else at `own`.
 struct Epoch {
@@ -238,14 +239,15 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     for (const ReplayPlan::Gate& g : plan.gates) {
       if (g.var->reduction_open) combine_reduction(g.var);
     }
-    epoch_->pending->fetch_add(n, std::memory_order_relaxed);
+    Epoch* epoch = push_epoch();
+    epoch->pending->fetch_add(n, std::memory_order_relaxed);
     for (OpPtr& op : built) {
       op->seq = next_seq_++;
       for (Access& a : op->acc) {
         a.version = writes(a.kind) ? ++a.var->pushed_version : a.var->pushed_version;
       }
       op->observe_push(observer_);
-      op->epoch = epoch_;
+      op->epoch = epoch;
     }
     // Counted in flight before any op can run; active when found ready below.
     note_pending(inflight_of(state_.fetch_add(n) + n));
@@ -537,8 +539,8 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     }
     op->observe_push(observer_);
     if (counted) {
-      op->epoch = epoch_;
-      epoch_->pending->fetch_add(1, std::memory_order_relaxed);
+      op->epoch = push_epoch();
+      op->epoch->pending->fetch_add(1, std::memory_order_relaxed);
     }
     const int n = static_cast<int>(op->acc.size());
     op->wait.store(n + 1, std::memory_order_relaxed);
@@ -898,6 +900,15 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
   std::vector<std::unique_ptr<Epoch>> epochs_;  // under push_mu_; the open ones
   Epoch* epoch_ = nullptr;                      // where pushes count now
   std::atomic<Stage> stage_{Stage::running};    // changed under push_mu_
+
+  // The epoch a push made now counts in: a push made by a running op of this engine belongs
+  // to that op's epoch (as MXNet's WaitForAll, a wait_all that waits for the op waits for
+  // what it pushes; the op holds its epoch open until it finishes, after its pushes), any
+  // other the current one. Call under the push lock.
+  Epoch* push_epoch() const noexcept {
+    const Op* running = current_op();
+    return owns(running) && running->epoch ? running->epoch : epoch_;
+  }
 
   // Starts a new epoch for the pushes to come, in a free slot of the counter line if any.
   // Call under the push lock (or from the constructor).
