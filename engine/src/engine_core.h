@@ -110,15 +110,12 @@ class EngineCore : public OpSink {
   // take_failure. Thread-safe.
   void record_failure(std::uint64_t seq, const std::exception_ptr& error) {
     std::lock_guard lk(failure_mu_);
-    if (!failure_ || seq < failure_seq_) {
-      failure_ = error;
-      failure_seq_ = seq;
-    }
+    failure_.keep_earliest(Failure{error, seq});
   }
   // The failure wait_all reports, forgotten from now on (null when none).
   std::exception_ptr take_failure() {
     std::lock_guard lk(failure_mu_);
-    return std::exchange(failure_, nullptr);
+    return std::exchange(failure_, Failure{}).error;
   }
 
   const ResolvedOptions options_;
@@ -136,8 +133,7 @@ class EngineCore : public OpSink {
   const std::uint64_t id_;
   std::atomic<std::size_t> peak_{0};
   std::mutex failure_mu_;
-  std::exception_ptr failure_;
-  std::uint64_t failure_seq_ = 0;
+  Failure failure_;
 };
 
 std::unique_ptr<EngineCore> make_naive_core(const struct ResolvedOptions& options);

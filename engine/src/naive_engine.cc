@@ -181,9 +181,7 @@ class NaiveCore final : public EngineCore {
     const Op* running = current_op();
     op->epoch_root = owns(running) ? running->epoch_root : op->seq;
     if (op->epoch_root != op->seq) nested_roots_.insert(op->epoch_root);
-    for (Access& a : op->acc) {
-      a.version = writes(a.kind) ? ++a.var->pushed_version : a.var->pushed_version;
-    }
+    op->stamp_versions();
     op->observe_push(observer_);
     note_pending(pending_.fetch_add(1) + 1);
     if (draining_) {
@@ -440,8 +438,7 @@ class NaiveCore final : public EngineCore {
   static void fail_reduce_vars(Op& op, const Failure& failure) noexcept {
     for (Access& a : op.acc) {
       if (a.kind != AccessKind::reduce) continue;
-      Failure& held = a.var->failure;
-      if (!held || failure.origin < held.origin) held = failure;
+      a.var->failure.keep_earliest(failure);
     }
   }
 

@@ -344,30 +344,22 @@ void Op::release_vars() noexcept {
 Failure Op::upstream_failure() const noexcept {
   Failure earliest;
   for (const Access& a : const_cast<Op*>(this)->acc) {
-    const Failure& f = a.var->failure;
-    if (inherits_failure(a.kind) && f && (!earliest || f.origin < earliest.origin)) earliest = f;
+    if (inherits_failure(a.kind)) earliest.keep_earliest(a.var->failure);
   }
   return earliest;
 }
 
-namespace {
-// True when `failure` replaces `held` under the earliest-origin rule.
-bool merges(const Failure& held, const Failure& failure) noexcept {
-  return failure && (!held || failure.origin < held.origin);
-}
-}  // namespace
-
 bool Op::write_failures_differ(const Failure& failure) noexcept {
   for (const Access& a : acc) {
     if (sets_failure(a.kind) && a.var->failure.error != failure.error) return true;
-    if (merges_failure(a.kind) && merges(a.var->failure, failure)) return true;
+    if (merges_failure(a.kind) && a.var->failure.comes_after(failure)) return true;
   }
   return false;
 }
 
 void Op::set_write_failures(const Failure& failure) noexcept {
   for (Access& a : acc) {
-    if (sets_failure(a.kind) || (merges_failure(a.kind) && merges(a.var->failure, failure))) {
+    if (sets_failure(a.kind) || (merges_failure(a.kind) && a.var->failure.comes_after(failure))) {
       a.var->failure = failure;
     }
   }

@@ -1,6 +1,6 @@
 // The records shared by both engines: a variable's state and an operation with its
 // accesses. The threaded engine links accesses into per-var queues (var_queue.h); the naive
-// engine only uses the failure and deleted fields.
+// engine runs ops in push order and uses neither the queue nor the GPU slot.
 #pragma once
 
 #include <atomic>
@@ -32,6 +32,16 @@ struct Failure {
   std::exception_ptr error;
   std::uint64_t origin = 0;
   explicit operator bool() const noexcept { return error != nullptr; }
+
+  // True when `candidate` is a failure that comes before this one in push order (any
+  // failure comes before none): the earliest-origin rule, the one place it is written.
+  bool comes_after(const Failure& candidate) const noexcept {
+    return candidate && (!*this || candidate.origin < origin);
+  }
+  // Keeps the earlier of this failure and `candidate` (comes_after).
+  void keep_earliest(const Failure& candidate) noexcept {
+    if (comes_after(candidate)) *this = candidate;
+  }
 };
 
 // Aligned to a cache line: vars made one after another would otherwise share lines, and
@@ -134,6 +144,13 @@ class Op final : public CompletionTarget {
   void set_accesses(VarList read_list, VarList write_list, std::uint64_t owner);
   // Throws Error naming the first var that was deleted (call under the push lock).
   void check_not_deleted() const;
+  // Gives each access its version, in push order (call under the push lock): a write makes
+  // its var's next version, a read sees the current one.
+  void stamp_versions() noexcept {
+    for (Access& a : acc) {
+      a.version = writes(a.kind) ? ++a.var->pushed_version : a.var->pushed_version;
+    }
+  }
   // Drops the references set_accesses took, if it took them.
   void release_vars() noexcept;
   // The accesses hold a reference on their vars (released with the op).

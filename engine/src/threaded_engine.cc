@@ -243,9 +243,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     epoch->pending->fetch_add(n, std::memory_order_relaxed);
     for (OpPtr& op : built) {
       op->seq = next_seq_++;
-      for (Access& a : op->acc) {
-        a.version = writes(a.kind) ? ++a.var->pushed_version : a.var->pushed_version;
-      }
+      op->stamp_versions();
       op->observe_push(observer_);
       op->epoch = epoch;
     }
@@ -353,7 +351,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     if (!take_commute(op, [this](Op* parked) { redispatch(parked); })) return nullptr;
     if (devices_.await_inputs(op, device_failure)) return nullptr;
     if (Failure up = input_failure(*op, std::move(device_failure))) {
-      return finish(op, std::move(up), false, true);
+      return finish(op, std::move(up), {.continuation = true});
     }
     op->observe_start(worker);
     RunContext ctx{Device::cpu(), op->opts.lane, worker, nullptr};
@@ -371,7 +369,8 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
       }
     }
     const bool failed = error != nullptr;
-    return finish(op, Failure{std::move(error), op->seq}, failed, true);
+    return finish(op, Failure{std::move(error), op->seq},
+                  {.original = failed, .continuation = true});
   }
 
   // Launches a GPU op onto its lane's stream. A synchronous op finishes for the var queues
@@ -380,7 +379,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
   // op is a host op: it starts once its device inputs are complete, and ends at done().
   void run_gpu(Op* op, GpuLane& lane) {
     if (lane.bind_error()) {
-      finish(op, Failure{lane.bind_error(), op->seq}, true, false);
+      finish(op, Failure{lane.bind_error(), op->seq}, {.original = true});
       return;
     }
     Failure up;
@@ -392,7 +391,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
       up = read_failure(*op);
     }
     if (up) {
-      finish(op, std::move(up), false, false);
+      finish(op, std::move(up), {});
       return;
     }
     op->observe_start(lane.index());
@@ -423,7 +422,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
       // Ends the span of the waits already issued, so that the failure a data wait carries
       // is not reported for the next op on this stream.
       stream.notify_when_done([](std::exception_ptr) {});
-      finish(op, std::move(up), false, false);
+      finish(op, std::move(up), {});
       return;
     }
     {
@@ -451,7 +450,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
       state_.fetch_add(1 + kActive);
       stream.notify_when_done([sync](std::exception_ptr e) { sync->stream_done(std::move(e)); });
     }
-    finish(op, Failure{std::move(error), op->seq}, failed, false);
+    finish(op, Failure{std::move(error), op->seq}, {.original = failed});
   }
 
   void gpu_op_completed(GpuSync& sync) override {
@@ -471,7 +470,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
   void finish_async(Op* op, std::exception_ptr error) override {
     CountScope busy(*this, busy_);
     const bool failed = error != nullptr;
-    finish(op, Failure{std::move(error), op->seq}, failed, false);
+    finish(op, Failure{std::move(error), op->seq}, {.original = failed});
   }
 
  private:
@@ -534,9 +533,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
   // under the push lock.
   void enqueue(OpPtr op, bool counted, bool reserved) {
     op->seq = next_seq_++;
-    for (Access& a : op->acc) {
-      a.version = writes(a.kind) ? ++a.var->pushed_version : a.var->pushed_version;
-    }
+    op->stamp_versions();
     op->observe_push(observer_);
     if (counted) {
       op->epoch = push_epoch();
@@ -662,7 +659,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
   // followed by wake() or wake_after()).
   template <class Pred>
   void block_until(Pred&& pred) {
-    waits_.wait_until(pred);
+    waits_.wait(pred);
   }
 
   // As block_until, for `timeout` at most.
@@ -691,7 +688,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     Waiter* w = op->waiter;
     std::exception_ptr failure =
         device_failure ? std::move(device_failure.error) : op->acc[0].var->failure.error;
-    finish(op, Failure{}, false, false);
+    finish(op, Failure{}, {});
     // Counted busy before the waiter can return: shutdown then waits until this thread has
     // notified.
     CountScope busy(*this, busy_);
@@ -768,6 +765,14 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     if (run->left.fetch_sub(1, std::memory_order_acq_rel) == 1) delete run;
   }
 
+  // How finish treats an op. `original`: the failure is the op's own (it threw, or its
+  // launch failed), reported by wait_all, rather than inherited from an input.
+  // `continuation`: the caller is a CPU worker that may run next one op this made ready.
+  struct Ending {
+    bool original = false;
+    bool continuation = false;
+  };
+
   // Records the outcome, releases the accesses and dispatches what became ready. Returns
   // one ready plain CPU op for the calling worker to run next when `continuation` and
   // nothing more urgent became ready with it.
@@ -775,7 +780,8 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
   // `failure` is taken by value and dropped before the op counts as finished: an
   // exception_ptr still held by this thread after a waiter returned would be released
   // here, unordered with the waiter's use of the exception.
-  Op* finish(Op* op, Failure failure, bool original, bool continuation) {
+  Op* finish(Op* op, Failure failure, Ending how) {
+    const bool original = how.original, continuation = how.continuation;
     op->observe_end(static_cast<bool>(failure), failure && !original);
     op->set_write_failures(failure);  // commute vars' while still holding them
     release_commute(op, [this](Op* parked) { redispatch(parked); });
@@ -838,7 +844,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
         op->fn->call(ctx, &done);
       } catch (...) {
         if (op->mark_completed()) {
-          finish(op, Failure{std::current_exception(), seq}, true, false);
+          finish(op, Failure{std::current_exception(), seq}, {.original = true});
         } else {
           // Thrown after done() (a second done() included): the op has finished, but the
           // exception is not dropped: wait_all reports it.
@@ -857,8 +863,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
   static Failure input_failure(const Op& op, Failure device_failure) noexcept {
     Failure up = device_failure ? std::move(device_failure) : op.upstream_failure();
     if (op.combines) {
-      Failure group = op.combines->failure();
-      if (group && (!up || group.origin < up.origin)) up = std::move(group);
+      up.keep_earliest(op.combines->failure());
     }
     return up;
   }
