@@ -136,6 +136,21 @@ class EngineCore : public OpSink {
   Failure failure_;
 };
 
+// Where an engine is in its shutdown sequence (EngineCore::shutdown): accepting pushes,
+// draining (refusing pushes from outside its own ops), or stopped.
+enum class Stage : int { running, draining, stopped };
+
+// Throws Error when an engine at `stage` no longer accepts `op` (both engines' one rule and
+// messages): once stopped, nothing; while draining, only delete_var (`is_delete`),
+// wait_to_read's op and pushes made by the engine's own running ops (`from_own_op`).
+inline void check_admission(Stage stage, const Op& op, bool is_delete, bool from_own_op) {
+  if (stage == Stage::running) return;
+  if (stage == Stage::stopped) throw Error(op.call_name() + ": the engine has shut down");
+  if (op.waiter == nullptr && !is_delete && !from_own_op) {
+    throw Error(op.call_name() + ": the engine is shutting down");
+  }
+}
+
 std::unique_ptr<EngineCore> make_naive_core(const struct ResolvedOptions& options);
 std::unique_ptr<EngineCore> make_threaded_core(const struct ResolvedOptions& options);
 

@@ -16,7 +16,6 @@
 // accepts a program whose pushing thread is the one that calls done(), so the oracle must
 // too; and done() is often called from a stream's callback, where no op may run.
 #include <deque>
-#include <map>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -39,7 +38,7 @@ class NaiveCore final : public EngineCore {
  public:
   explicit NaiveCore(const ResolvedOptions& o)
       : EngineCore(o),
-        gpu_(o.sim_gpus > 0 ? make_sim_backend(o.sim_gpus) : make_cuda_backend()) {
+        gpu_(make_backend(o.sim_gpus)) {
     if (o.cpu_threads == 1) serial_.emplace(1, 1);
   }
 
@@ -121,7 +120,6 @@ class NaiveCore final : public EngineCore {
       resumer = std::move(resumer_);
     }
     resumer.reset();
-    std::lock_guard sl(streams_mu_);
     streams_.clear();
   }
 
@@ -132,7 +130,6 @@ class NaiveCore final : public EngineCore {
   }
 
  private:
-  enum class Stage { running, draining, stopped };
 
   // A suspended async op completed, with its error, for the resuming thread.
   struct Resume {
@@ -163,14 +160,7 @@ class NaiveCore final : public EngineCore {
   void submit(OpPtr op, VarState* to_delete) override {
     std::unique_lock lk(mu_);
     wait_for_place(lk);
-    if (stage_ != Stage::running) {
-      const bool admitted = stage_ == Stage::draining && (to_delete || owns(current_op()));
-      if (!admitted) {
-        throw Error(op->call_name() +
-                    (stage_ == Stage::stopped ? ": the engine has shut down"
-                                              : ": the engine is shutting down"));
-      }
-    }
+    check_admission(stage_, *op, to_delete != nullptr, owns(current_op()));
     op->check_not_deleted();
     check_reductions(*op);
     if (to_delete) to_delete->deleted = true;
@@ -461,11 +451,7 @@ class NaiveCore final : public EngineCore {
   }
 
   DeviceStream* stream_for(Device d, Lane lane) {
-    std::lock_guard lk(streams_mu_);
-    auto key = std::make_pair(d.id, static_cast<int>(lane));
-    auto it = streams_.find(key);
-    if (it == streams_.end()) it = streams_.emplace(key, gpu_->make_stream(d.id, lane)).first;
-    return it->second.get();
+    return &streams_.get(*gpu_, d, lane, [](std::unique_ptr<DeviceStream> s, int) { return s; });
   }
 
   std::optional<oneapi::tbb::task_arena> serial_;  // one slot, when cpu_threads is 1
@@ -496,8 +482,7 @@ class NaiveCore final : public EngineCore {
   // (under async_mu_); joined by shutdown.
   std::unique_ptr<SerialWorker<Resume>> resumer_;
 
-  std::mutex streams_mu_;
-  std::map<std::pair<int, int>, std::unique_ptr<DeviceStream>> streams_;
+  PerLane<DeviceStream> streams_;
 };
 
 }  // namespace

@@ -116,7 +116,6 @@ constexpr std::uint64_t kActive = std::uint64_t{1} << 32;
 constexpr std::size_t inflight_of(std::uint64_t s) noexcept { return s & (kActive - 1); }
 constexpr std::size_t active_of(std::uint64_t s) noexcept { return s >> 32; }
 
-enum class Stage : int { running, draining, stopped };
 
 class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSink {
  public:
@@ -509,7 +508,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     if (reserved) reserve(*op);
     std::lock_guard lk(push_mu_);
     try {
-      check_admission(*op, to_delete != nullptr, owns(running));
+      check_admission(stage_.load(), *op, to_delete != nullptr, owns(running));
       op->check_not_deleted();
       check_reductions(*op);
     } catch (...) {
@@ -576,18 +575,6 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
         state_.fetch_add(kActive);
       }
       dispatch(raw);
-    }
-  }
-
-  // Throws Error when the engine no longer accepts `op`. Call under the push lock.
-  void check_admission(const Op& op, bool is_delete, bool from_own_op) const {
-    const Stage stage = stage_.load();
-    if (stage == Stage::running) return;
-    if (stage == Stage::stopped) {
-      throw Error(op.call_name() + ": the engine has shut down");
-    }
-    if (op.waiter == nullptr && !is_delete && !from_own_op) {
-      throw Error(op.call_name() + ": the engine is shutting down");
     }
   }
 
