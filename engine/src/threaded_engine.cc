@@ -116,7 +116,6 @@ constexpr std::uint64_t kActive = std::uint64_t{1} << 32;
 constexpr std::size_t inflight_of(std::uint64_t s) noexcept { return s & (kActive - 1); }
 constexpr std::size_t active_of(std::uint64_t s) noexcept { return s >> 32; }
 
-
 class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSink {
  public:
   explicit ThreadedCore(const ResolvedOptions& o)
