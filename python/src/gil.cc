@@ -1,5 +1,7 @@
 #include "gil.h"
 
+#include <depengine/running_op.h>
+
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
@@ -56,7 +58,9 @@ std::atomic<bool> g_exiting{false};
 void begin_exit() noexcept { g_exiting.store(true); }
 
 void check_not_exiting() {
-  if (g_exiting.load(std::memory_order_relaxed)) {
+  // A push made by a running op belongs to that op's wait_all epoch, which the exit hook's
+  // wait covers: it goes through.
+  if (g_exiting.load(std::memory_order_relaxed) && !in_running_op()) {
     throw Error("the interpreter is exiting: depengine takes no more work (a daemon thread "
                 "pushed after the main thread ended)");
   }

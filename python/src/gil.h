@@ -48,7 +48,7 @@ void close_python();
 // made from Python after it raises depengine.Error (check_not_exiting), so that a daemon
 // thread still pushing cannot keep that wait going (and memory growing) without end.
 void begin_exit() noexcept;
-// Throws Error, for a push made after begin_exit().
+// Throws Error, for a push made after begin_exit() other than by a running op.
 void check_not_exiting();
 
 // A strong reference that may be copied, moved and destroyed on any thread. A copy without
