@@ -87,6 +87,8 @@ class PyOpError : public std::exception {
   const char* what() const noexcept override { return what_.c_str(); }
   // Raises it again in the calling thread (GIL held).
   void restore() const;
+  // The Python exception object (identity only: GIL needed to use it).
+  PyObject* object() const noexcept { return exc_.get(); }
 
  private:
   PyRef exc_;

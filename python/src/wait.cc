@@ -24,6 +24,7 @@
 #include <nanobind/nanobind.h>
 
 #include "depengine/env.h"
+#include "gil.h"
 
 namespace depengine::python {
 namespace nb = nanobind;
@@ -84,10 +85,25 @@ void mark_reported(const Engine* e, const std::exception_ptr& err) {
   if (r.size() > kReportedKept) r.pop_front();
 }
 
+// The Python exception object `err` carries, if it is a PyOpError (a copy of the error the
+// engine holds is still the same failure).
+PyObject* python_object(const std::exception_ptr& err) {
+  try {
+    std::rethrow_exception(err);
+  } catch (const PyOpError& p) {
+    return p.object();
+  } catch (...) {
+  }
+  return nullptr;
+}
+
 bool was_reported(const Engine* e, const std::exception_ptr& err) {
   std::lock_guard lk(g_waits_mu);
   auto& r = waits()[e].reported;
-  return std::find(r.begin(), r.end(), err) != r.end();
+  if (std::find(r.begin(), r.end(), err) != r.end()) return true;
+  PyObject* o = python_object(err);
+  return o && std::any_of(r.begin(), r.end(),
+                          [&](const std::exception_ptr& x) { return python_object(x) == o; });
 }
 
 // Helper threads, made as needed and kept (a wait that never ends keeps its thread).
