@@ -1,0 +1,658 @@
+// Layers, losses and the trainer of depengine/gluon.h, written with NDArray ops so that
+// autograd tapes them. Dense and SoftmaxCrossEntropyLoss are each one tape entry whose
+// forward runs unrecorded (GEMM with a transpose, bias and relu; a stable log-sum-exp)
+// and whose backward pushes the few ops of the known gradient, rather than one entry per
+// elementary op.
+#include "depengine/gluon.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <limits>
+
+#include "autograd_internal.h"
+#include "depengine/nn.h"
+#include "internal.h"
+
+namespace depengine::gluon {
+namespace {
+
+namespace ag = autograd::detail;
+using detail::ArrayInternals;
+
+bool has_history(const NDArray& a) noexcept {
+  return a.defined() && ArrayInternals::node(a) != nullptr;
+}
+
+std::string fmt(float v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", static_cast<double>(v));
+  return buf;
+}
+
+// Runs the forward of a fused tape entry unrecorded, keeping the training flag.
+class Unrecorded {
+ public:
+  Unrecorded() : pause_(autograd::is_training()) {}
+
+ private:
+  autograd::PauseScope pause_;
+};
+
+const char* const kActivations[] = {"relu", "sigmoid", "tanh", "softrelu"};
+
+void check_activation(const std::string& name, const char* layer) {
+  for (const char* a : kActivations) {
+    if (name == a) return;
+  }
+  throw Error(std::string(layer) + ": unknown activation '" + name +
+              "' (expected relu, sigmoid, tanh or softrelu)");
+}
+
+NDArray activate(const std::string& name, const NDArray& x) {
+  if (name == "relu") return nd::relu(x);
+  if (name == "sigmoid") return nd::sigmoid(x);
+  if (name == "tanh") return nd::tanh(x);
+  // softrelu: log(1 + exp(x)) = relu(x) + log(1 + exp(-|x|)), without overflow.
+  return nd::relu(x) + nd::log(nd::exp(-nd::abs(x)) + 1.0f);
+}
+
+// x (m, k) · wᵀ (w (n, k)) + b (n,) then relu: forward as GEMM with a transposed operand, an
+// in-place bias add and relu, taped as one entry with the linear layer's gradients
+// dx = dz·w, dw = dzᵀ·x, db = Σ_rows dz. GEMM is a CPU op; on a GPU the layer is composed
+// of dot and transpose, which tape themselves.
+NDArray fully_connected(const NDArray& x, const NDArray& w, const NDArray& b, bool relu) {
+  if (!x.device().is_cpu()) {
+    NDArray y = nd::dot(x, nd::transpose(w));
+    if (b.defined()) y = y + b;
+    return relu ? nd::relu(y) : y;
+  }
+  NDArray y;
+  {
+    Unrecorded pause;
+    y = nd::gemm(x, w, false, true);
+    if (b.defined()) y += b;
+    if (relu) y = nd::relu(y);
+  }
+  if (!ag::should_record({&x, &w, &b})) return y;
+  const bool hx = has_history(x), hw = has_history(w), hb = has_history(b);
+  std::vector<NDArray> inputs{x, w};
+  if (b.defined()) inputs.push_back(b);
+  ag::Saved saved{x, w};
+  if (relu) saved.push_back(y);
+  ag::record_op("fully_connected", inputs, {&y}, std::move(saved),
+                [relu, hx, hw, hb, bias = b.defined()](const ag::Saved& s,
+                                                       const std::vector<NDArray>& dy) {
+                  const NDArray dz = relu ? nd::relu_backward(s[2], dy[0]) : dy[0];
+                  std::vector<NDArray> g{hx ? nd::gemm(dz, s[1], false, false) : NDArray(),
+                                         hw ? nd::gemm(dz, s[0], true, false) : NDArray()};
+                  if (bias) g.push_back(hb ? nd::sum(dz, 0) : NDArray());
+                  return g;
+                });
+  return y;
+}
+
+// (m, classes) rows of one-hot codes of `labels` (m,); the op fails for a label that is not
+// a class index, so the Error reaches the blocker on whatever the loss feeds.
+NDArray one_hot(const NDArray& labels, std::size_t classes, const char* who) {
+  detail::Chunk& cl = detail::require(labels, who);
+  if (!labels.device().is_cpu()) {
+    throw Error(std::string(who) + ": the labels are on " + labels.device().str() +
+                " (CPU arrays only)");
+  }
+  const std::size_t m = labels.size();
+  NDArray out = ArrayInternals::make(*cl.engine, {m, classes}, who);
+  const float* pl = cl.data;
+  float* po = ArrayInternals::chunk(out)->data;
+  const std::string name = who;
+  cl.engine->push(
+      [=] {
+        std::fill(po, po + m * classes, 0.0f);
+        for (std::size_t r = 0; r < m; ++r) {
+          const float v = pl[r];
+          if (!(v >= 0.0f && v < static_cast<float>(classes) && v == std::floor(v))) {
+            throw Error(name + ": label " + fmt(v) + " of row " + std::to_string(r) +
+                        " is not a class index in [0, " + std::to_string(classes) + ")");
+          }
+          po[r * classes + static_cast<std::size_t>(v)] = 1.0f;
+        }
+      },
+      {cl.var}, {ArrayInternals::chunk(out)->var}, {.name = "one_hot"});
+  return out;
+}
+
+std::size_t product(const Shape& s, std::size_t from) {
+  std::size_t n = 1;
+  for (std::size_t i = from; i < s.size(); ++i) n *= s[i];
+  return n;
+}
+
+bool finite_nonnegative(double v) { return std::isfinite(v) && v >= 0.0; }
+
+}  // namespace
+
+// ---- Initializer ---------------------------------------------------------------------------
+
+NDArray Initializer::make(const Shape& shape, Device device) const {
+  switch (kind_) {
+    case Kind::uniform:
+      return nd::random_uniform(shape, -value_, value_, device);
+    case Kind::normal:
+      return nd::random_normal(shape, 0.0f, value_, device);
+    case Kind::zero:
+      return nd::zeros(shape, device);
+    case Kind::one:
+      return nd::ones(shape, device);
+    case Kind::xavier:
+      break;
+  }
+  if (shape.size() < 2) {
+    throw Error(str() + ": cannot initialize a parameter of shape " + shape_str(shape) +
+                " (it needs at least 2 dimensions for fan_in and fan_out)");
+  }
+  const double field = static_cast<double>(product(shape, 2));
+  const double fan_in = static_cast<double>(shape[1]) * field;
+  const double fan_out = static_cast<double>(shape[0]) * field;
+  const double factor = factor_ == Factor::avg  ? (fan_in + fan_out) / 2.0
+                        : factor_ == Factor::in ? fan_in
+                                                : fan_out;
+  const auto scale = static_cast<float>(std::sqrt(static_cast<double>(value_) / factor));
+  return gaussian_ ? nd::random_normal(shape, 0.0f, scale, device)
+                   : nd::random_uniform(shape, -scale, scale, device);
+}
+
+std::string Initializer::str() const {
+  switch (kind_) {
+    case Kind::uniform:
+      return "Uniform(scale=" + fmt(value_) + ")";
+    case Kind::normal:
+      return "Normal(sigma=" + fmt(value_) + ")";
+    case Kind::zero:
+      return "Zero()";
+    case Kind::one:
+      return "One()";
+    case Kind::xavier:
+      break;
+  }
+  const char* f = factor_ == Factor::avg ? "avg" : factor_ == Factor::in ? "in" : "out";
+  return std::string("Xavier(rnd_type=") + (gaussian_ ? "gaussian" : "uniform") +
+         ", factor_type=" + f + ", magnitude=" + fmt(value_) + ")";
+}
+
+namespace init {
+
+Initializer Uniform(float scale) {
+  if (!(std::isfinite(scale) && scale >= 0.0f)) {
+    throw Error("Uniform: scale " + fmt(scale) + " is not a finite number >= 0");
+  }
+  return {Initializer::Kind::uniform, scale};
+}
+
+Initializer Normal(float sigma) {
+  if (!(std::isfinite(sigma) && sigma >= 0.0f)) {
+    throw Error("Normal: sigma " + fmt(sigma) + " is not a finite number >= 0");
+  }
+  return {Initializer::Kind::normal, sigma};
+}
+
+Initializer Xavier(const std::string& rnd_type, const std::string& factor_type, float magnitude) {
+  if (rnd_type != "uniform" && rnd_type != "gaussian") {
+    throw Error("Xavier: unknown rnd_type '" + rnd_type + "' (expected uniform or gaussian)");
+  }
+  Initializer::Factor f;
+  if (factor_type == "avg") {
+    f = Initializer::Factor::avg;
+  } else if (factor_type == "in") {
+    f = Initializer::Factor::in;
+  } else if (factor_type == "out") {
+    f = Initializer::Factor::out;
+  } else {
+    throw Error("Xavier: unknown factor_type '" + factor_type + "' (expected avg, in or out)");
+  }
+  if (!(std::isfinite(magnitude) && magnitude >= 0.0f)) {
+    throw Error("Xavier: magnitude " + fmt(magnitude) + " is not a finite number >= 0");
+  }
+  return {Initializer::Kind::xavier, magnitude, f, rnd_type == "gaussian"};
+}
+
+Initializer Zero() { return {Initializer::Kind::zero, 0.0f}; }
+Initializer One() { return {Initializer::Kind::one, 1.0f}; }
+
+Initializer create(const std::string& name) {
+  if (name == "uniform") return Uniform();
+  if (name == "normal") return Normal();
+  if (name == "xavier") return Xavier();
+  if (name == "zeros" || name == "zero") return Zero();
+  if (name == "ones" || name == "one") return One();
+  throw Error("unknown initializer '" + name + "' (expected uniform, normal, xavier, zeros or ones)");
+}
+
+}  // namespace init
+
+// ---- Parameter -----------------------------------------------------------------------------
+
+Parameter::Parameter(std::string name, Shape shape, GradReq grad_req,
+                     std::shared_ptr<const Initializer> init)
+    : name_(std::move(name)), shape_(std::move(shape)), grad_req_(grad_req),
+      own_init_(std::move(init)) {}
+
+void Parameter::set_grad_req(GradReq req) {
+  grad_req_ = req;
+  if (data_.defined()) attach();
+}
+
+void Parameter::attach() { data_.attach_grad(grad_req_); }
+
+void Parameter::initialize(const Initializer& init, Device device, bool force_reinit) {
+  if (data_.defined() && !force_reinit) return;
+  const Initializer& chosen = own_init_ ? *own_init_ : init;
+  device_ = device;
+  if (product(shape_, 0) == 0) {
+    // Unknown dimensions (0) are filled in by the layer's first forward (set_shape).
+    deferred_ = std::make_shared<const Initializer>(chosen);
+    data_ = NDArray();
+    return;
+  }
+  deferred_ = nullptr;
+  data_ = chosen.make(shape_, device);
+  attach();
+}
+
+void Parameter::set_shape(const Shape& shape) {
+  bool fits = shape.size() == shape_.size();
+  for (std::size_t i = 0; fits && i < shape.size(); ++i) {
+    fits = shape_[i] == 0 || shape_[i] == shape[i];
+  }
+  if (!fits) {
+    throw Error("Parameter '" + name_ + "': shape " + shape_str(shape) + " does not fit " +
+                shape_str(shape_));
+  }
+  shape_ = shape;
+  if (deferred_ && product(shape_, 0) != 0) {
+    const std::shared_ptr<const Initializer> init = deferred_;
+    deferred_ = nullptr;
+    data_ = init->make(shape_, device_);
+    attach();
+  }
+}
+
+const NDArray& Parameter::data() const {
+  if (!data_.defined()) {
+    if (deferred_) {
+      throw Error("Parameter '" + name_ + "' of shape " + shape_str(shape_) +
+                  " is not initialized yet: its shape is inferred at the layer's first forward");
+    }
+    throw Error("Parameter '" + name_ + "' is not initialized: call initialize() first");
+  }
+  return data_;
+}
+
+NDArray Parameter::grad() const {
+  const NDArray& d = data();
+  if (grad_req_ == GradReq::null) {
+    throw Error("Parameter '" + name_ + "' has no gradient: its grad_req is null");
+  }
+  return d.grad();
+}
+
+void Parameter::set_data(const NDArray& value) {
+  if (!value.defined()) throw Error("Parameter '" + name_ + "': set_data with a null array");
+  set_shape(value.shape());
+  if (!data_.defined()) {
+    deferred_ = nullptr;
+    device_ = value.device();
+    data_ = nd::copy(value.detach());
+    attach();
+    return;
+  }
+  ag::copy_into(data_, value.detach());
+}
+
+void Parameter::zero_grad() {
+  if (!data_.defined() || grad_req_ == GradReq::null) return;
+  const NDArray g = data_.grad();
+  ag::copy_into(g, nd::zeros_like(g));
+}
+
+// ---- ParameterDict -------------------------------------------------------------------------
+
+void ParameterDict::add(std::string name, std::shared_ptr<Parameter> p) {
+  entries_.emplace_back(std::move(name), std::move(p));
+}
+
+Parameter& ParameterDict::operator[](const std::string& name) const {
+  for (const Entry& e : entries_) {
+    if (e.first == name) return *e.second;
+  }
+  throw Error("no parameter named '" + name + "'");
+}
+
+void ParameterDict::initialize(const Initializer& init, Device device, bool force_reinit) const {
+  for (const Entry& e : entries_) e.second->initialize(init, device, force_reinit);
+}
+
+void ParameterDict::zero_grad() const {
+  for (const Entry& e : entries_) e.second->zero_grad();
+}
+
+// ---- Block ---------------------------------------------------------------------------------
+
+std::shared_ptr<Parameter> Block::register_parameter(std::shared_ptr<Parameter> p) {
+  params_.push_back(p);
+  return p;
+}
+
+void Block::register_child(std::string name, std::shared_ptr<Block> child) {
+  if (!child) throw Error("a null block cannot be a child");
+  children_.emplace_back(std::move(name), std::move(child));
+}
+
+ParameterDict Block::collect_params() const {
+  ParameterDict d;
+  for (const auto& p : params_) d.add(p->name(), p);
+  for (const auto& [name, child] : children_) {
+    for (const auto& [pname, p] : child->collect_params()) d.add(name + "." + pname, p);
+  }
+  return d;
+}
+
+void Block::initialize(const Initializer& init, Device device, bool force_reinit) {
+  collect_params().initialize(init, device, force_reinit);
+}
+
+namespace {
+
+constexpr char kMagic[8] = {'D', 'E', 'P', 'G', 'L', 'U', 'O', '1'};
+
+void write_u64(std::ofstream& out, std::uint64_t v) {
+  out.write(reinterpret_cast<const char*>(&v), sizeof v);
+}
+
+std::uint64_t read_u64(std::ifstream& in, const std::string& path) {
+  std::uint64_t v = 0;
+  if (!in.read(reinterpret_cast<char*>(&v), sizeof v)) {
+    throw Error("load_parameters: '" + path + "' ends early (not a parameter file?)");
+  }
+  return v;
+}
+
+}  // namespace
+
+void Block::save_parameters(const std::string& path) const {
+  const ParameterDict params = collect_params();
+  std::vector<std::vector<float>> values;
+  for (const auto& [name, p] : params) values.push_back(p->data().to_vector());
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) throw Error("save_parameters: cannot open '" + path + "' for writing");
+  out.write(kMagic, sizeof kMagic);
+  write_u64(out, params.size());
+  std::size_t i = 0;
+  for (const auto& [name, p] : params) {
+    write_u64(out, name.size());
+    out.write(name.data(), static_cast<std::streamsize>(name.size()));
+    write_u64(out, p->shape().size());
+    for (std::size_t d : p->shape()) write_u64(out, d);
+    const std::vector<float>& v = values[i++];
+    out.write(reinterpret_cast<const char*>(v.data()),
+              static_cast<std::streamsize>(v.size() * sizeof(float)));
+  }
+  if (!out.flush()) throw Error("save_parameters: writing '" + path + "' failed");
+}
+
+void Block::load_parameters(const std::string& path, Device device) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("load_parameters: cannot open '" + path + "'");
+  char magic[sizeof kMagic] = {};
+  if (!in.read(magic, sizeof magic) || std::memcmp(magic, kMagic, sizeof kMagic) != 0) {
+    throw Error("load_parameters: '" + path + "' is not a parameter file");
+  }
+  const ParameterDict params = collect_params();
+  const std::uint64_t count = read_u64(in, path);
+  if (count > (1u << 20)) throw Error("load_parameters: '" + path + "' is not a parameter file");
+  std::vector<std::pair<std::string, NDArray>> loaded;
+  for (std::uint64_t k = 0; k < count; ++k) {
+    const std::uint64_t len = read_u64(in, path);
+    if (len > 4096) throw Error("load_parameters: '" + path + "' is not a parameter file");
+    std::string name(len, '\0');
+    if (!in.read(name.data(), static_cast<std::streamsize>(len))) {
+      throw Error("load_parameters: '" + path + "' ends early (not a parameter file?)");
+    }
+    const std::uint64_t ndim = read_u64(in, path);
+    if (ndim > kMaxNdim) throw Error("load_parameters: '" + path + "' is not a parameter file");
+    Shape shape(ndim);
+    for (std::size_t& d : shape) d = read_u64(in, path);
+    detail::checked_size(shape, "load_parameters");
+    std::vector<float> v(product(shape, 0));
+    if (!in.read(reinterpret_cast<char*>(v.data()),
+                 static_cast<std::streamsize>(v.size() * sizeof(float)))) {
+      throw Error("load_parameters: '" + path + "' ends early (not a parameter file?)");
+    }
+    bool known = false;
+    for (const auto& [pname, p] : params) known = known || pname == name;
+    if (!known) {
+      throw Error("load_parameters: '" + path + "' has parameter '" + name +
+                  "', which the block does not have");
+    }
+    loaded.emplace_back(name, nd::array(v, shape, device));
+  }
+  for (const auto& [pname, p] : params) {
+    const NDArray* value = nullptr;
+    for (const auto& [name, a] : loaded) {
+      if (name == pname) value = &a;
+    }
+    if (!value) {
+      throw Error("load_parameters: '" + path + "' lacks parameter '" + pname + "'");
+    }
+    try {
+      p->set_data(*value);
+    } catch (const Error& e) {
+      throw Error("load_parameters: '" + path + "', parameter '" + pname + "': " + e.what());
+    }
+  }
+}
+
+// ---- Sequential ----------------------------------------------------------------------------
+
+Sequential& Sequential::add(std::shared_ptr<Block> block) {
+  register_child(std::to_string(children().size()), std::move(block));
+  return *this;
+}
+
+Block& Sequential::operator[](std::size_t i) const {
+  if (i >= children().size()) {
+    throw Error("Sequential: no block " + std::to_string(i) + " (it has " +
+                std::to_string(children().size()) + ")");
+  }
+  return *children()[i].second;
+}
+
+NDArray Sequential::forward(const NDArray& x) {
+  NDArray y = x;
+  for (const auto& [name, block] : children()) y = block->forward(y);
+  return y;
+}
+
+std::string Sequential::str() const {
+  std::string s = "Sequential(";
+  for (std::size_t i = 0; i < children().size(); ++i) {
+    s += (i ? ", " : "") + children()[i].second->str();
+  }
+  return s + ")";
+}
+
+// ---- Dense, Activation, Dropout, Flatten ---------------------------------------------------
+
+Dense::Dense(std::size_t units, const std::string& activation, bool use_bias, std::size_t in_units,
+             std::shared_ptr<const Initializer> weight_init,
+             std::shared_ptr<const Initializer> bias_init)
+    : units_(units), activation_(activation) {
+  if (units == 0) throw Error("Dense: units must be positive");
+  if (!activation.empty()) check_activation(activation, "Dense");
+  weight_ = register_parameter(std::make_shared<Parameter>(
+      "weight", Shape{units, in_units}, GradReq::write, std::move(weight_init)));
+  if (use_bias) {
+    bias_ = register_parameter(std::make_shared<Parameter>(
+        "bias", Shape{units}, GradReq::write,
+        bias_init ? std::move(bias_init) : std::make_shared<const Initializer>(init::Zero())));
+  }
+}
+
+Parameter& Dense::bias() const {
+  if (!bias_) throw Error(str() + " has no bias (use_bias was false)");
+  return *bias_;
+}
+
+std::string Dense::str() const {
+  std::string s = "Dense(units=" + std::to_string(units_) +
+                  ", in_units=" + std::to_string(weight_->shape()[1]);
+  if (!activation_.empty()) s += ", activation=" + activation_;
+  return s + ")";
+}
+
+NDArray Dense::forward(const NDArray& x) {
+  if (!x.defined()) throw Error(str() + ": the input is a null array");
+  if (x.ndim() < 2) {
+    throw Error(str() + ": input of shape " + shape_str(x.shape()) +
+                " does not fit: expected (batch, in_units)");
+  }
+  const std::size_t in = product(x.shape(), 1);
+  const std::size_t expected = weight_->shape()[1];
+  if (expected != 0 && expected != in) {
+    throw Error(str() + ": input of shape " + shape_str(x.shape()) + " does not fit the weight of shape " +
+                shape_str(weight_->shape()) + ": expected (batch, " + std::to_string(expected) + ")");
+  }
+  weight_->set_shape({units_, in});
+  const NDArray flat = x.ndim() == 2 ? x : x.reshape({x.shape()[0], in});
+  const bool fuse_relu = activation_ == "relu";
+  const NDArray& w = weight_->data();
+  NDArray y = fully_connected(flat, w, bias_ ? bias_->data() : NDArray(), fuse_relu);
+  return activation_.empty() || fuse_relu ? y : activate(activation_, y);
+}
+
+Activation::Activation(const std::string& name) : name_(name) {
+  check_activation(name, "Activation");
+}
+
+NDArray Activation::forward(const NDArray& x) {
+  if (!x.defined()) throw Error(str() + ": the input is a null array");
+  return activate(name_, x);
+}
+
+std::string Activation::str() const { return "Activation(" + name_ + ")"; }
+
+Dropout::Dropout(float rate) : rate_(rate) {
+  if (!(rate >= 0.0f && rate < 1.0f)) {
+    throw Error("Dropout: rate " + fmt(rate) + " is not in [0, 1)");
+  }
+}
+
+NDArray Dropout::forward(const NDArray& x) {
+  if (!x.defined()) throw Error(str() + ": the input is a null array");
+  if (!autograd::is_training() || rate_ == 0.0f) return x;
+  if (!x.device().is_cpu()) {
+    throw Error(str() + ": the input is on " + x.device().str() + " (CPU arrays only)");
+  }
+  // The mask is a constant of the tape (compare is not recorded): the gradient is dy·mask.
+  const NDArray keep =
+      nd::compare(nd::random_uniform(x.shape(), 0.0f, 1.0f), rate_, nd::Compare::greater_equal);
+  return x * (keep * (1.0f / (1.0f - rate_)));
+}
+
+std::string Dropout::str() const { return "Dropout(rate=" + fmt(rate_) + ")"; }
+
+NDArray Flatten::forward(const NDArray& x) {
+  if (!x.defined()) throw Error("Flatten: the input is a null array");
+  if (x.ndim() == 0) throw Error("Flatten: input of shape () has no batch axis");
+  if (x.ndim() == 2) return x;
+  return x.reshape({x.shape()[0], product(x.shape(), 1)});
+}
+
+// ---- Losses --------------------------------------------------------------------------------
+
+NDArray L2Loss::operator()(const NDArray& pred, const NDArray& label) const {
+  if (!pred.defined() || !label.defined()) throw Error("L2Loss: a null array");
+  if (pred.ndim() == 0 || pred.size() != label.size()) {
+    throw Error("L2Loss: prediction of shape " + shape_str(pred.shape()) +
+                " and label of shape " + shape_str(label.shape()) + " do not fit");
+  }
+  const std::size_t m = pred.shape()[0];
+  const NDArray sq = nd::square(pred - label.reshape(pred.shape()));
+  const NDArray rows = pred.ndim() == 1 ? sq : nd::mean(sq.reshape({m, product(pred.shape(), 1)}), 1);
+  return rows * (weight_ / 2.0f);
+}
+
+NDArray SoftmaxCrossEntropyLoss::operator()(const NDArray& pred, const NDArray& label) const {
+  const char* who = "SoftmaxCrossEntropyLoss";
+  if (!pred.defined() || !label.defined()) throw Error(std::string(who) + ": a null array");
+  if (pred.ndim() != 2 || label.ndim() != 1 || label.shape()[0] != pred.shape()[0] ||
+      pred.shape()[1] == 0) {
+    throw Error(std::string(who) + ": prediction of shape " + shape_str(pred.shape()) +
+                " and label of shape " + shape_str(label.shape()) +
+                " do not fit: expected (batch, classes) and (batch,)");
+  }
+  const std::size_t m = pred.shape()[0], n = pred.shape()[1];
+  const NDArray code = one_hot(label, n, who);
+  if (from_logits_) return -nd::sum(pred * code, 1);
+  const bool record = ag::should_record({&pred});
+  NDArray loss, p;
+  {
+    Unrecorded pause;
+    // Shifted by the row maximum, which the loss does not depend on: exp cannot overflow.
+    const NDArray z = pred - nd::max(pred, 1).reshape({m, 1});
+    const NDArray e = nd::exp(z);
+    const NDArray s = nd::sum(e, 1);
+    loss = nd::log(s) - nd::sum(z * code, 1);
+    if (record) p = e / s.reshape({m, 1});
+  }
+  if (!record) return loss;
+  ag::record_op("softmax_cross_entropy", {pred}, {&loss}, {p, code},
+                [m](const ag::Saved& s, const std::vector<NDArray>& dy) {
+                  return std::vector<NDArray>{(s[0] - s[1]) * dy[0].reshape({m, 1})};
+                });
+  return loss;
+}
+
+// ---- Trainer -------------------------------------------------------------------------------
+
+Trainer::Trainer(ParameterDict params, const std::string& optimizer,
+                 const std::map<std::string, double>& options)
+    : params_(std::move(params)) {
+  if (optimizer != "sgd") {
+    throw Error("Trainer: unknown optimizer '" + optimizer + "' (expected sgd)");
+  }
+  for (const auto& [key, value] : options) {
+    if (key == "learning_rate") {
+      set_learning_rate(static_cast<float>(value));
+    } else if (key == "wd") {
+      if (!finite_nonnegative(value)) {
+        throw Error("Trainer: wd " + fmt(static_cast<float>(value)) + " is not a finite number >= 0");
+      }
+      wd_ = static_cast<float>(value);
+    } else {
+      throw Error("Trainer: unknown option '" + key + "' of optimizer sgd (expected learning_rate or wd)");
+    }
+  }
+}
+
+void Trainer::set_learning_rate(float lr) {
+  if (!finite_nonnegative(lr)) {
+    throw Error("Trainer: learning rate " + fmt(lr) + " is not a finite number >= 0");
+  }
+  lr_ = lr;
+}
+
+void Trainer::step(std::size_t batch_size) {
+  if (batch_size == 0) throw Error("Trainer::step: batch_size must be positive");
+  const float bs = static_cast<float>(batch_size);
+  // nd::sgd_update computes w -= lr·(g + wd·w): with lr/bs and wd·bs that is
+  // w -= lr·(g/bs + wd·w), MXNet's step with rescale_grad = 1/bs, in one op.
+  for (const auto& [name, p] : params_) {
+    if (p->grad_req() == GradReq::null) continue;
+    NDArray w = p->data();
+    nd::sgd_update(w, p->grad(), lr_ / bs, wd_ * bs);
+  }
+}
+
+}  // namespace depengine::gluon
