@@ -1,8 +1,8 @@
 // Layers, losses and the trainer of depengine/gluon.h, written with NDArray ops so that
 // autograd tapes them. Dense and SoftmaxCrossEntropyLoss are each one tape entry whose
-// forward runs unrecorded (GEMM with a transpose, bias and relu; a stable log-sum-exp)
-// and whose backward pushes the few ops of the known gradient, rather than one entry per
-// elementary op.
+// forward runs unrecorded (GEMM with a transpose, bias and relu; one op for the per-row
+// loss and its gradient) and whose backward pushes the few ops of the known gradient,
+// rather than one entry per elementary op.
 #include "depengine/gluon.h"
 
 #include <algorithm>
@@ -94,33 +94,66 @@ NDArray fully_connected(const NDArray& x, const NDArray& w, const NDArray& b, bo
   return y;
 }
 
-// (m, classes) rows of one-hot codes of `labels` (m,); the op fails for a label that is not
-// a class index, so the Error reaches the blocker on whatever the loss feeds.
-NDArray one_hot(const NDArray& labels, std::size_t classes, const char* who) {
+// Per-row softmax cross-entropy in one op: loss[r] = log Σ_j exp(z[r, j]) − z[r, label[r]]
+// (−z[r, label[r]] when from_logits) and, when `grad` is not null, its gradient in z[r]:
+// softmax(z[r]) − onehot(label[r]) (−onehot when from_logits). A label that is not a class
+// index fails the op, so the Error reaches the blocker on the loss.
+NDArray softmax_cross_entropy_rows(const NDArray& z, const NDArray& labels, bool from_logits,
+                                   NDArray* grad, const char* who) {
+  detail::Chunk& cz = detail::require(z, who);
   detail::Chunk& cl = detail::require(labels, who);
-  if (!labels.device().is_cpu()) {
-    throw Error(std::string(who) + ": the labels are on " + labels.device().str() +
-                " (CPU arrays only)");
+  if (!z.device().is_cpu() || !labels.device().is_cpu() || cz.engine != cl.engine) {
+    throw Error(std::string(who) + ": the prediction (on " + z.device().str() +
+                ") and the labels (on " + labels.device().str() +
+                ") must be CPU arrays of one engine");
   }
-  const std::size_t m = labels.size();
-  NDArray out = ArrayInternals::make(*cl.engine, {m, classes}, who);
+  const std::size_t m = z.shape()[0], n = z.shape()[1];
+  NDArray loss = ArrayInternals::make(*cz.engine, {m}, who);
+  std::vector<Var> writes{ArrayInternals::chunk(loss)->var};
+  float* pg = nullptr;
+  if (grad) {
+    *grad = ArrayInternals::make(*cz.engine, {m, n}, who);
+    pg = ArrayInternals::chunk(*grad)->data;
+    writes.push_back(ArrayInternals::chunk(*grad)->var);
+  }
+  const float* pz = cz.data;
   const float* pl = cl.data;
-  float* po = ArrayInternals::chunk(out)->data;
+  float* po = ArrayInternals::chunk(loss)->data;
   const std::string name = who;
-  cl.engine->push(
+  cz.engine->push(
       [=] {
-        std::fill(po, po + m * classes, 0.0f);
         for (std::size_t r = 0; r < m; ++r) {
           const float v = pl[r];
-          if (!(v >= 0.0f && v < static_cast<float>(classes) && v == std::floor(v))) {
+          if (!(v >= 0.0f && v < static_cast<float>(n) && v == std::floor(v))) {
             throw Error(name + ": label " + fmt(v) + " of row " + std::to_string(r) +
-                        " is not a class index in [0, " + std::to_string(classes) + ")");
+                        " is not a class index in [0, " + std::to_string(n) + ")");
           }
-          po[r * classes + static_cast<std::size_t>(v)] = 1.0f;
+          const auto label = static_cast<std::size_t>(v);
+          const float* row = pz + r * n;
+          float* g = pg ? pg + r * n : nullptr;
+          if (from_logits) {
+            po[r] = -row[label];
+            if (g) {
+              std::fill(g, g + n, 0.0f);
+              g[label] = -1.0f;
+            }
+            continue;
+          }
+          // Shifted by the row maximum, which the loss does not depend on: exp cannot overflow.
+          const float mx = *std::max_element(row, row + n);
+          double sum = 0;
+          for (std::size_t j = 0; j < n; ++j) sum += std::exp(static_cast<double>(row[j] - mx));
+          po[r] = static_cast<float>(std::log(sum) - static_cast<double>(row[label] - mx));
+          if (g) {
+            for (std::size_t j = 0; j < n; ++j) {
+              g[j] = static_cast<float>(std::exp(static_cast<double>(row[j] - mx)) / sum);
+            }
+            g[label] -= 1.0f;
+          }
         }
       },
-      {cl.var}, {ArrayInternals::chunk(out)->var}, {.name = "one_hot"});
-  return out;
+      {cz.var, cl.var}, writes, {.name = "softmax_cross_entropy"});
+  return loss;
 }
 
 std::size_t product(const Shape& s, std::size_t from) {
@@ -592,24 +625,14 @@ NDArray SoftmaxCrossEntropyLoss::operator()(const NDArray& pred, const NDArray& 
                 " and label of shape " + shape_str(label.shape()) +
                 " do not fit: expected (batch, classes) and (batch,)");
   }
-  const std::size_t m = pred.shape()[0], n = pred.shape()[1];
-  const NDArray code = one_hot(label, n, who);
-  if (from_logits_) return -nd::sum(pred * code, 1);
+  const std::size_t m = pred.shape()[0];
   const bool record = ag::should_record({&pred});
-  NDArray loss, p;
-  {
-    Unrecorded pause;
-    // Shifted by the row maximum, which the loss does not depend on: exp cannot overflow.
-    const NDArray z = pred - nd::max(pred, 1).reshape({m, 1});
-    const NDArray e = nd::exp(z);
-    const NDArray s = nd::sum(e, 1);
-    loss = nd::log(s) - nd::sum(z * code, 1);
-    if (record) p = e / s.reshape({m, 1});
-  }
+  NDArray grad;
+  NDArray loss = softmax_cross_entropy_rows(pred, label, from_logits_, record ? &grad : nullptr, who);
   if (!record) return loss;
-  ag::record_op("softmax_cross_entropy", {pred}, {&loss}, {p, code},
+  ag::record_op("softmax_cross_entropy", {pred}, {&loss}, {grad},
                 [m](const ag::Saved& s, const std::vector<NDArray>& dy) {
-                  return std::vector<NDArray>{(s[0] - s[1]) * dy[0].reshape({m, 1})};
+                  return std::vector<NDArray>{s[0] * dy[0].reshape({m, 1})};
                 });
   return loss;
 }

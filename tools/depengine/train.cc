@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "args.h"
 #include "commands.h"
@@ -35,6 +36,8 @@ struct Options {
   int threads = 0;
   std::string data = fm::kDefaultDir;
   bool profile = false;
+  // Train and test on at most this many examples of each set (0: all).
+  std::size_t limit = 0;
 };
 
 void usage() {
@@ -42,7 +45,7 @@ void usage() {
       "usage: depengine train [--model softmax|mlp] [--epochs N] [--batch B]\n"
       "                       [--engine naive|threaded] [--threads N] [--lr LR]\n"
       "                       [--lr-decay D] [--seed S] [--hidden H] [--data DIR]\n"
-      "                       [--profile] [--replay]\n"
+      "                       [--profile] [--replay] [--limit N]\n"
       "  trains on Fashion-MNIST (IDX files in DIR, default\n"
       "  %s) and prints per epoch the loss, train and\n"
       "  test accuracy, examples/s and the share of the epoch the compute lane (model\n"
@@ -55,7 +58,9 @@ void usage() {
       "  parallelism = work/span from measured op times) and prints the profiler's\n"
       "  tables (per op name, lane, worker) of the last epoch.\n"
       "  --replay records the training step once per batch buffer and epoch\n"
-      "  (nd::record) and replays it for the other batches (same results).\n",
+      "  (nd::record) and replays it for the other batches (same results).\n"
+      "  --limit N trains on the first N training images and tests on the first N\n"
+      "  test images (1 to 60000), for a short run.\n",
       fm::kDefaultDir, kMaxEpochs, kMaxBatch, kMaxLr, kMaxHidden);
 }
 
@@ -94,6 +99,7 @@ Options parse(const Args& args) {
                                              std::numeric_limits<std::uint64_t>::max());
   o.train.hidden = args.integer<std::size_t>("--hidden", o.train.hidden, 1, kMaxHidden);
   o.data = args.str("--data", o.data);
+  o.limit = args.integer<std::size_t>("--limit", o.limit, 1, 60000);
   return o;
 }
 
@@ -118,6 +124,16 @@ class ProgressBar {
   bool tty_;
 };
 
+// The first `limit` examples of `d` (all of them when limit is 0 or at least its size).
+std::shared_ptr<const fm::Dataset> head(fm::Dataset d, std::size_t limit) {
+  if (limit != 0 && limit < d.size()) {
+    d.images.count = limit;
+    d.images.pixels.resize(limit * d.images.pixels_per_image());
+    d.labels.resize(limit);
+  }
+  return std::make_shared<const fm::Dataset>(std::move(d));
+}
+
 }  // namespace
 
 int train(int argc, char** argv) {
@@ -127,11 +143,11 @@ int train(int argc, char** argv) {
   }
   const Options o = parse(Args(argc, argv,
                                {"--model", "--epochs", "--batch", "--engine", "--threads", "--lr",
-                                "--lr-decay", "--seed", "--hidden", "--data"},
+                                "--lr-decay", "--seed", "--hidden", "--data", "--limit"},
                                {"--profile", "--replay"}));
 
-  auto train_set = std::make_shared<const fm::Dataset>(fm::load(o.data, fm::Split::train));
-  auto test_set = std::make_shared<const fm::Dataset>(fm::load(o.data, fm::Split::test));
+  auto train_set = head(fm::load(o.data, fm::Split::train), o.limit);
+  auto test_set = head(fm::load(o.data, fm::Split::test), o.limit);
   auto engine = Engine::create(o.engine, {.cpu_threads = o.threads});
   fm::Trainer trainer(*engine, train_set, test_set, o.train);
 

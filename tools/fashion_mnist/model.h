@@ -1,5 +1,6 @@
 // fashion_mnist/model.h — softmax regression and a one-hidden-layer ReLU MLP, trained with
-// minibatch SGD, written with NDArray ops (depengine/ndarray.h, depengine/nn.h).
+// minibatch SGD, written with the C++ Gluon layers (depengine/gluon.h): the forward pass is
+// recorded by autograd and its backward pass pushed by it (depengine/autograd.h).
 //
 //   depengine::EngineScope use(*engine);
 //   Model m({.kind = ModelKind::mlp, .inputs = 784, .hidden = 256, .classes = 10}, 42);
@@ -12,9 +13,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "depengine/gluon.h"
 #include "depengine/ndarray.h"
 
 namespace depengine::fashion_mnist {
@@ -34,8 +38,8 @@ struct ModelConfig {
 
 class Model {
  public:
-  // Parameters made on the current engine from `seed`: weights normal with stddev
-  // sqrt(2 / fan_in) for the ReLU layer, 0.01 for the output layer; biases zero.
+  // Parameters made on the current engine from `seed`: weights (units, in_units) normal with
+  // stddev sqrt(2 / fan_in) for the ReLU layer, 0.01 for the output layer; biases zero.
   Model(ModelConfig config, std::uint64_t seed);
 
   const ModelConfig& config() const noexcept { return config_; }
@@ -47,20 +51,28 @@ class Model {
     NDArray loss;     // 0-d: mean cross-entropy of the batch, before the update
     NDArray correct;  // 0-d: rows predicted right, before the update
   };
-  // One SGD step on the batch `x` (batch, inputs) with labels `y` (batch,): forward,
-  // backward, and an in-place update of every parameter.
+  // One SGD step on the batch `x` (batch, inputs) with labels `y` (batch,): the forward
+  // recorded, autograd's backward, and an in-place update of every parameter (gluon::Trainer
+  // "sgd": the gradient of the summed loss rescaled by 1 / batch).
   Step train_step(const NDArray& x, const NDArray& y, float lr);
 
-  // Weights and biases, output layer last.
+  // Weights and biases (their data()), output layer last.
   const std::vector<NDArray>& parameters() const noexcept { return params_; }
-  // Forward and backward without updating: one gradient per parameter, in the order of
-  // parameters(); the batch's mean loss and its logits through `loss` and `logits` when
-  // they are not null.
+  // Forward and backward without updating: one gradient per parameter of the batch's mean
+  // loss (copies of the gradient buffers), in the order of parameters(); that loss and the
+  // logits through `loss` and `logits` when they are not null.
   std::vector<NDArray> gradients(const NDArray& x, const NDArray& y, NDArray* loss,
                                  NDArray* logits = nullptr);
 
  private:
+  // Logits and per-example losses of the batch, recorded in training mode.
+  std::pair<NDArray, NDArray> record_forward(const NDArray& x, const NDArray& y);
+
   ModelConfig config_;
+  // Shared so that the const forward can run the (non-const) blocks.
+  std::shared_ptr<gluon::Sequential> net_;
+  gluon::SoftmaxCrossEntropyLoss loss_;
+  gluon::Trainer trainer_;
   std::vector<NDArray> params_;
 };
 
