@@ -14,6 +14,7 @@
 
 #include "autograd_internal.h"
 #include "depengine/nn.h"
+#include "depengine/optim.h"
 #include "internal.h"
 
 namespace depengine::gluon {
@@ -602,6 +603,146 @@ NDArray Flatten::forward(const NDArray& x) {
   return x.reshape({x.shape()[0], product(x.shape(), 1)});
 }
 
+// ---- Conv2D, pooling, BatchNorm -----------------------------------------------------------
+
+namespace {
+
+std::string size2(nd::Size2 s) { return "(" + std::to_string(s[0]) + ", " + std::to_string(s[1]) + ")"; }
+
+void require_nchw(const Block& layer, const NDArray& x) {
+  if (!x.defined()) throw Error(layer.str() + ": the input is a null array");
+  if (x.ndim() != 4) {
+    throw Error(layer.str() + ": input of shape " + shape_str(x.shape()) +
+                " does not fit: expected (batch, channels, height, width)");
+  }
+}
+
+// An output side of (in + 2·pad − window) / stride + 1, or an Error naming the layer.
+void require_window(const Block& layer, const NDArray& x, nd::Size2 window, nd::Size2 pad) {
+  for (int d = 0; d < 2; ++d) {
+    if (x.shape()[2 + d] + 2 * pad[d] < window[d]) {
+      throw Error(layer.str() + ": input of shape " + shape_str(x.shape()) + " is smaller than the " +
+                  size2(window) + " window (padding " + size2(pad) + ")");
+    }
+  }
+}
+
+}  // namespace
+
+Conv2D::Conv2D(std::size_t channels, nd::Size2 kernel_size, nd::Size2 strides, nd::Size2 padding,
+               const std::string& activation, bool use_bias, std::size_t in_channels,
+               std::shared_ptr<const Initializer> weight_init,
+               std::shared_ptr<const Initializer> bias_init)
+    : channels_(channels), kernel_(kernel_size), strides_(strides), padding_(padding),
+      activation_(activation) {
+  if (channels == 0 || kernel_size[0] == 0 || kernel_size[1] == 0 || strides[0] == 0 ||
+      strides[1] == 0) {
+    throw Error("Conv2D: channels, kernel_size and strides must be positive");
+  }
+  if (!activation.empty()) check_activation(activation, "Conv2D");
+  weight_ = register_parameter(std::make_shared<Parameter>(
+      "weight", Shape{channels, in_channels, kernel_size[0], kernel_size[1]}, GradReq::write,
+      std::move(weight_init)));
+  if (use_bias) {
+    bias_ = register_parameter(std::make_shared<Parameter>(
+        "bias", Shape{channels}, GradReq::write,
+        bias_init ? std::move(bias_init) : std::make_shared<const Initializer>(init::Zero())));
+  }
+}
+
+std::string Conv2D::str() const {
+  std::string s = "Conv2D(channels=" + std::to_string(channels_) +
+                  ", in_channels=" + std::to_string(weight_->shape()[1]) +
+                  ", kernel_size=" + size2(kernel_);
+  if (strides_ != nd::Size2{1, 1}) s += ", strides=" + size2(strides_);
+  if (padding_ != nd::Size2{0, 0}) s += ", padding=" + size2(padding_);
+  if (!activation_.empty()) s += ", activation=" + activation_;
+  return s + ")";
+}
+
+NDArray Conv2D::forward(const NDArray& x) {
+  require_nchw(*this, x);
+  const std::size_t expected = weight_->shape()[1];
+  if (expected != 0 && x.shape()[1] != expected) {
+    throw Error(str() + ": input of shape " + shape_str(x.shape()) +
+                " does not fit the weight of shape " + shape_str(weight_->shape()) + ": expected " +
+                std::to_string(expected) + " channels");
+  }
+  require_window(*this, x, kernel_, padding_);
+  weight_->set_shape({channels_, x.shape()[1], kernel_[0], kernel_[1]});
+  const NDArray& w = weight_->data();
+  const NDArray y = nd::convolution(x, w, bias_ ? bias_->data() : NDArray(), strides_, padding_);
+  return activation_.empty() ? y : activate(activation_, y);
+}
+
+MaxPool2D::MaxPool2D(nd::Size2 pool_size, nd::Size2 strides, nd::Size2 padding)
+    : MaxPool2D(pool_size, strides, padding, nd::PoolType::max, false) {}
+
+MaxPool2D::MaxPool2D(nd::Size2 pool_size, nd::Size2 strides, nd::Size2 padding,
+                     nd::PoolType type, bool global)
+    : pool_(pool_size), strides_(strides == nd::Size2{0, 0} ? pool_size : strides),
+      padding_(padding), type_(type), global_(global) {
+  if (pool_[0] == 0 || pool_[1] == 0 || strides_[0] == 0 || strides_[1] == 0) {
+    throw Error("pooling: pool_size and strides must be positive");
+  }
+  if (padding_[0] >= pool_[0] || padding_[1] >= pool_[1]) {
+    throw Error("pooling: padding " + size2(padding_) + " must be smaller than pool_size " +
+                size2(pool_));
+  }
+}
+
+std::string MaxPool2D::str() const {
+  if (global_) return "GlobalAvgPool2D";
+  return std::string(type_ == nd::PoolType::max ? "MaxPool2D" : "AvgPool2D") +
+         "(pool_size=" + size2(pool_) + ", strides=" + size2(strides_) + ")";
+}
+
+NDArray MaxPool2D::forward(const NDArray& x) {
+  require_nchw(*this, x);
+  if (!global_) require_window(*this, x, pool_, padding_);
+  return nd::pooling(x, pool_, strides_, padding_, type_, global_);
+}
+
+BatchNorm::BatchNorm(float momentum, float epsilon, bool center, bool scale,
+                     std::size_t in_channels)
+    : momentum_(momentum), epsilon_(epsilon), scale_(scale) {
+  if (!(momentum >= 0.0f && momentum <= 1.0f) || !(epsilon > 0.0f && std::isfinite(epsilon))) {
+    throw Error("BatchNorm: momentum " + fmt(momentum) + " must be in [0, 1] and epsilon " +
+                fmt(epsilon) + " positive");
+  }
+  auto fixed = [](Initializer i) { return std::make_shared<const Initializer>(i); };
+  gamma_ = register_parameter(std::make_shared<Parameter>(
+      "gamma", Shape{in_channels}, scale ? GradReq::write : GradReq::null, fixed(init::One())));
+  beta_ = register_parameter(std::make_shared<Parameter>(
+      "beta", Shape{in_channels}, center ? GradReq::write : GradReq::null, fixed(init::Zero())));
+  running_mean_ = register_parameter(std::make_shared<Parameter>(
+      "running_mean", Shape{in_channels}, GradReq::null, fixed(init::Zero())));
+  running_var_ = register_parameter(std::make_shared<Parameter>(
+      "running_var", Shape{in_channels}, GradReq::null, fixed(init::One())));
+}
+
+std::string BatchNorm::str() const {
+  return "BatchNorm(in_channels=" + std::to_string(gamma_->shape()[0]) + ")";
+}
+
+NDArray BatchNorm::forward(const NDArray& x) {
+  if (!x.defined()) throw Error(str() + ": the input is a null array");
+  if (x.ndim() < 2) {
+    throw Error(str() + ": input of shape " + shape_str(x.shape()) +
+                " does not fit: expected (batch, channels, ...)");
+  }
+  const std::size_t expected = gamma_->shape()[0];
+  if (expected != 0 && x.shape()[1] != expected) {
+    throw Error(str() + ": input of shape " + shape_str(x.shape()) + " does not fit: expected " +
+                std::to_string(expected) + " channels");
+  }
+  const Shape c{x.shape()[1]};
+  for (const auto& p : {gamma_, beta_, running_mean_, running_var_}) p->set_shape(c);
+  NDArray mean = running_mean_->data(), var = running_var_->data();
+  return nd::batch_norm(x, gamma_->data(), beta_->data(), mean, var, epsilon_, momentum_,
+                        autograd::is_training(), !scale_);
+}
+
 // ---- Losses --------------------------------------------------------------------------------
 
 NDArray L2Loss::operator()(const NDArray& pred, const NDArray& label) const {
@@ -642,21 +783,65 @@ NDArray SoftmaxCrossEntropyLoss::operator()(const NDArray& pred, const NDArray& 
 Trainer::Trainer(ParameterDict params, const std::string& optimizer,
                  const std::map<std::string, double>& options)
     : params_(std::move(params)) {
-  if (optimizer != "sgd") {
-    throw Error("Trainer: unknown optimizer '" + optimizer + "' (expected sgd)");
+  std::vector<std::string> keys{"learning_rate", "wd", "clip_gradient"};
+  if (optimizer == "sgd") {
+    kind_ = Kind::sgd;
+    keys.push_back("momentum");
+  } else if (optimizer == "adam") {
+    kind_ = Kind::adam;
+    lr_ = 0.001f;
+    keys.insert(keys.end(), {"beta1", "beta2", "epsilon"});
+  } else if (optimizer == "adadelta") {
+    kind_ = Kind::adadelta;
+    epsilon_ = 1e-5f;
+    keys.insert(keys.end(), {"rho", "epsilon"});
+  } else if (optimizer == "rmsprop") {
+    kind_ = Kind::rmsprop;
+    lr_ = 0.001f;
+    keys.insert(keys.end(), {"gamma1", "gamma2", "epsilon", "centered", "clip_weights"});
+  } else {
+    throw Error("Trainer: unknown optimizer '" + optimizer +
+                "' (expected sgd, adam, adadelta or rmsprop)");
   }
   for (const auto& [key, value] : options) {
+    if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
+      std::string known;
+      for (const std::string& k : keys) known += (known.empty() ? "" : ", ") + k;
+      throw Error("Trainer: unknown option '" + key + "' of optimizer " + optimizer +
+                  " (expected " + known + ")");
+    }
+    const auto v = static_cast<float>(value);
     if (key == "learning_rate") {
-      set_learning_rate(static_cast<float>(value));
+      set_learning_rate(v);
     } else if (key == "wd") {
       if (!finite_nonnegative(value)) {
-        throw Error("Trainer: wd " + fmt(static_cast<float>(value)) + " is not a finite number >= 0");
+        throw Error("Trainer: wd " + fmt(v) + " is not a finite number >= 0");
       }
-      wd_ = static_cast<float>(value);
+      wd_ = v;
+    } else if (key == "clip_gradient") {
+      clip_gradient_ = v;
+    } else if (key == "momentum") {
+      momentum_ = v;
+    } else if (key == "beta1") {
+      beta1_ = v;
+    } else if (key == "beta2") {
+      beta2_ = v;
+    } else if (key == "epsilon") {
+      epsilon_ = v;
+    } else if (key == "rho") {
+      rho_ = v;
+    } else if (key == "gamma1") {
+      gamma1_ = v;
+    } else if (key == "gamma2") {
+      gamma2_ = v;
+    } else if (key == "centered") {
+      centered_ = value != 0.0;
     } else {
-      throw Error("Trainer: unknown option '" + key + "' of optimizer sgd (expected learning_rate or wd)");
+      clip_weights_ = v;
     }
   }
+  states_.resize(params_.size());
+  updates_.resize(params_.size());
 }
 
 void Trainer::set_learning_rate(float lr) {
@@ -668,13 +853,57 @@ void Trainer::set_learning_rate(float lr) {
 
 void Trainer::step(std::size_t batch_size) {
   if (batch_size == 0) throw Error("Trainer::step: batch_size must be positive");
-  const float bs = static_cast<float>(batch_size);
-  // nd::sgd_update computes w -= lr·(g + wd·w): with lr/bs and wd·bs that is
-  // w -= lr·(g/bs + wd·w), MXNet's step with rescale_grad = 1/bs, in one op.
+  const float rescale = 1.0f / static_cast<float>(batch_size);
+  std::size_t i = 0;
   for (const auto& [name, p] : params_) {
+    const std::size_t k = i++;
     if (p->grad_req() == GradReq::null) continue;
     NDArray w = p->data();
-    nd::sgd_update(w, p->grad(), lr_ / bs, wd_ * bs);
+    const NDArray g = p->grad();
+    std::vector<NDArray>& st = states_[k];
+    const std::size_t needed = kind_ == Kind::sgd        ? (momentum_ != 0.0f ? 1 : 0)
+                               : kind_ == Kind::rmsprop ? (centered_ ? 3 : 1)
+                                                        : 2;
+    while (st.size() < needed) st.push_back(nd::zeros_like(w));
+    const std::uint64_t t = ++updates_[k];
+    switch (kind_) {
+      case Kind::sgd: {
+        const nd::SgdOptions o{.lr = lr_, .momentum = momentum_, .wd = wd_,
+                               .rescale_grad = rescale, .clip_gradient = clip_gradient_};
+        if (momentum_ != 0.0f) {
+          nd::sgd_mom_update(w, g, st[0], o);
+        } else {
+          nd::sgd_update(w, g, o);
+        }
+        break;
+      }
+      case Kind::adam: {
+        const double td = static_cast<double>(t);
+        const auto lr = static_cast<float>(lr_ * std::sqrt(1.0 - std::pow(beta2_, td)) /
+                                           (1.0 - std::pow(beta1_, td)));
+        nd::adam_update(w, g, st[0], st[1],
+                        {.lr = lr, .beta1 = beta1_, .beta2 = beta2_, .epsilon = epsilon_,
+                         .wd = wd_, .rescale_grad = rescale, .clip_gradient = clip_gradient_});
+        break;
+      }
+      case Kind::adadelta:
+        nd::adadelta_update(w, g, st[0], st[1],
+                            {.rho = rho_, .epsilon = epsilon_, .wd = wd_, .rescale_grad = rescale,
+                             .clip_gradient = clip_gradient_});
+        break;
+      case Kind::rmsprop: {
+        const nd::RmsPropOptions o{.lr = lr_, .gamma1 = gamma1_, .gamma2 = gamma2_,
+                                   .epsilon = epsilon_, .wd = wd_, .rescale_grad = rescale,
+                                   .clip_gradient = clip_gradient_, .clip_weights = clip_weights_,
+                                   .centered = centered_};
+        if (centered_) {
+          nd::rmspropalex_update(w, g, st[0], st[1], st[2], o);
+        } else {
+          nd::rmsprop_update(w, g, st[0], o);
+        }
+        break;
+      }
+    }
   }
 }
 

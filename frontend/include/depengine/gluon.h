@@ -35,6 +35,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
@@ -43,6 +44,7 @@
 
 #include "depengine/autograd.h"
 #include "depengine/ndarray.h"
+#include "depengine/nn.h"
 
 namespace depengine::gluon {
 
@@ -270,6 +272,82 @@ class Flatten : public Block {
   std::string str() const override { return "Flatten"; }
 };
 
+// y = activation(convolution(x, weight) + bias), NCHW: x (N, in_channels, H, W), weight
+// (channels, in_channels, kh, kw), bias (channels,). in_channels = 0: inferred from the first
+// input. An input that is not 4-d, has another channel count, or is smaller than the kernel
+// (after padding) is an Error naming the layer and both shapes.
+class Conv2D : public Block {
+ public:
+  Conv2D(std::size_t channels, nd::Size2 kernel_size, nd::Size2 strides = {1, 1},
+         nd::Size2 padding = {0, 0}, const std::string& activation = "", bool use_bias = true,
+         std::size_t in_channels = 0, std::shared_ptr<const Initializer> weight_init = nullptr,
+         std::shared_ptr<const Initializer> bias_init = nullptr);
+  NDArray forward(const NDArray& x) override;
+  std::string str() const override;
+  Parameter& weight() const { return *weight_; }
+
+ private:
+  std::size_t channels_;
+  nd::Size2 kernel_, strides_, padding_;
+  std::string activation_;
+  std::shared_ptr<Parameter> weight_, bias_;
+};
+
+// Max or average pooling over pool_size windows of an NCHW input; strides {0, 0}: the pool
+// size (MXNet's default). An input that is not 4-d or smaller than the window is an Error
+// naming the layer and both shapes.
+class MaxPool2D : public Block {
+ public:
+  explicit MaxPool2D(nd::Size2 pool_size = {2, 2}, nd::Size2 strides = {0, 0},
+                     nd::Size2 padding = {0, 0});
+  NDArray forward(const NDArray& x) override;
+  std::string str() const override;
+
+ protected:
+  MaxPool2D(nd::Size2 pool_size, nd::Size2 strides, nd::Size2 padding, nd::PoolType type,
+            bool global);
+
+ private:
+  nd::Size2 pool_, strides_, padding_;
+  nd::PoolType type_;
+  bool global_;
+};
+
+// Average pooling; the window's area divides (count_include_pad, MXNet's default).
+class AvgPool2D : public MaxPool2D {
+ public:
+  explicit AvgPool2D(nd::Size2 pool_size = {2, 2}, nd::Size2 strides = {0, 0},
+                     nd::Size2 padding = {0, 0})
+      : MaxPool2D(pool_size, strides, padding, nd::PoolType::avg, false) {}
+};
+
+// The mean of each channel's plane: (N, C, H, W) -> (N, C, 1, 1).
+class GlobalAvgPool2D : public MaxPool2D {
+ public:
+  GlobalAvgPool2D() : MaxPool2D({1, 1}, {1, 1}, {0, 0}, nd::PoolType::avg, true) {}
+};
+
+// Batch normalization over axis 1 (channels): gamma (ones), beta (zeros) and the running
+// mean (zeros) and variance (ones), all (in_channels,), in_channels inferred when 0. In
+// training mode (autograd::is_training()) it normalizes with the batch's statistics and
+// updates the running ones (running = momentum·running + (1 − momentum)·batch); otherwise
+// it uses the running statistics. scale = false: gamma fixed at 1; center = false: beta
+// fixed at 0 (neither gets a gradient).
+class BatchNorm : public Block {
+ public:
+  explicit BatchNorm(float momentum = 0.9f, float epsilon = 1e-5f, bool center = true,
+                     bool scale = true, std::size_t in_channels = 0);
+  NDArray forward(const NDArray& x) override;
+  std::string str() const override;
+  Parameter& running_mean() const { return *running_mean_; }
+  Parameter& running_var() const { return *running_var_; }
+
+ private:
+  float momentum_, epsilon_;
+  bool scale_;
+  std::shared_ptr<Parameter> gamma_, beta_, running_mean_, running_var_;
+};
+
 // A loss: one value per example, (batch,).
 class Loss {
  public:
@@ -301,10 +379,18 @@ class SoftmaxCrossEntropyLoss : public Loss {
   bool from_logits_;
 };
 
-// Updates parameters from their gradients, one op per parameter and step.
-// optimizer: "sgd" (MXNet's: w -= lr · (grad / batch_size + wd · w)). Options by MXNet's
-// keywords: "learning_rate" (default 0.01), "wd" (0). Error naming an unknown optimizer or
-// option, or a learning rate or wd that is negative or not finite.
+// Updates parameters from their gradients: one fused op per parameter and step
+// (depengine/optim.h), with MXNet 1.9's optimizers, formulas and keywords:
+//   "sgd"      learning_rate (0.01), momentum (0): w -= lr·(grad/batch + wd·w), with momentum
+//              through a state as MXNet's sgd_mom_update;
+//   "adam"     learning_rate (0.001), beta1 (0.9), beta2 (0.999), epsilon (1e-8); the bias
+//              correction through the learning rate, lr·sqrt(1 - beta2^t) / (1 - beta1^t);
+//   "adadelta" rho (0.9), epsilon (1e-5); no learning rate (MXNet 1.9's AdaDelta);
+//   "rmsprop"  learning_rate (0.001), gamma1 (0.9), gamma2 (0.9), epsilon (1e-8), centered
+//              (0 or 1), clip_weights (off);
+// and for all: wd (0), clip_gradient (off). Error naming an unknown optimizer or option, or a
+// learning rate or wd that is negative or not finite; the updates check the rest at step().
+// The optimizer states (zeros of each weight's shape) are made at a parameter's first update.
 class Trainer {
  public:
   Trainer(ParameterDict params, const std::string& optimizer,
@@ -316,9 +402,15 @@ class Trainer {
   void set_learning_rate(float lr);
 
  private:
+  enum class Kind { sgd, adam, adadelta, rmsprop };
   ParameterDict params_;
-  float lr_ = 0.01f;
-  float wd_ = 0.0f;
+  Kind kind_;
+  float lr_ = 0.01f, wd_ = 0.0f, clip_gradient_ = -1.0f;
+  float momentum_ = 0.0f, beta1_ = 0.9f, beta2_ = 0.999f, epsilon_ = 1e-8f, rho_ = 0.9f;
+  float gamma1_ = 0.9f, gamma2_ = 0.9f, clip_weights_ = -1.0f;
+  bool centered_ = false;
+  std::vector<std::vector<NDArray>> states_;  // per parameter, in params_'s order
+  std::vector<std::uint64_t> updates_;        // per parameter: Adam's t
 };
 
 }  // namespace depengine::gluon
