@@ -842,6 +842,20 @@ Trainer::Trainer(ParameterDict params, const std::string& optimizer,
   }
   states_.resize(params_.size());
   updates_.resize(params_.size());
+  // The states of the parameters initialized by now are made here rather than at their first
+  // update: a step recorded by nd::record would otherwise zero them again at each replay.
+  std::size_t i = 0;
+  for (const auto& [name, p] : params_) {
+    if (p->initialized() && p->grad_req() != GradReq::null) make_states(i, p->data());
+    ++i;
+  }
+}
+
+void Trainer::make_states(std::size_t k, const NDArray& w) {
+  const std::size_t needed = kind_ == Kind::sgd       ? (momentum_ != 0.0f ? 1 : 0)
+                             : kind_ == Kind::rmsprop ? (centered_ ? 3 : 1)
+                                                      : 2;
+  while (states_[k].size() < needed) states_[k].push_back(nd::zeros_like(w));
 }
 
 void Trainer::set_learning_rate(float lr) {
@@ -860,11 +874,8 @@ void Trainer::step(std::size_t batch_size) {
     if (p->grad_req() == GradReq::null) continue;
     NDArray w = p->data();
     const NDArray g = p->grad();
+    make_states(k, w);
     std::vector<NDArray>& st = states_[k];
-    const std::size_t needed = kind_ == Kind::sgd        ? (momentum_ != 0.0f ? 1 : 0)
-                               : kind_ == Kind::rmsprop ? (centered_ ? 3 : 1)
-                                                        : 2;
-    while (st.size() < needed) st.push_back(nd::zeros_like(w));
     const std::uint64_t t = ++updates_[k];
     switch (kind_) {
       case Kind::sgd: {

@@ -13,6 +13,7 @@
 
 #include "depengine/autograd.h"
 #include "depengine/gluon.h"
+#include "depengine/record.h"
 
 namespace depengine {
 namespace {
@@ -412,5 +413,35 @@ TEST(GluonDeterminism, SameParametersOnEveryEngineAndWorkerCount) {
   }
 }
 
+
+// A replayed training step (nd::record) draws dropout masks as the pushed steps would.
+TEST(GluonReplay, DropoutMasksReplayAsPushed) {
+  auto run = [](bool replay) {
+    auto e = Engine::create("naive");
+    EngineScope use(*e);
+    nd::seed(9);
+    gluon::Dropout drop(0.5f);
+    NDArray x = nd::ones({4, 8});
+    std::vector<std::vector<float>> out;
+    NDArray y;
+    auto step = [&] {
+      autograd::RecordScope record;
+      y = drop(x);
+    };
+    nd::Segment seg;
+    for (int i = 0; i < 3; ++i) {
+      if (replay && i > 0) {
+        nd::replay(seg);
+      } else if (replay) {
+        seg = nd::record({x}, step);
+      } else {
+        step();
+      }
+      out.push_back(y.to_vector());
+    }
+    return out;
+  };
+  EXPECT_EQ(run(true), run(false));
+}
 }  // namespace
 }  // namespace depengine

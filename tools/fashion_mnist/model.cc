@@ -1,5 +1,5 @@
-// The models as Gluon blocks: Dense layers (weight (units, in_units)) and softmax
-// cross-entropy, differentiated by autograd.
+// The models as Gluon blocks (Dense layers with weight (units, in_units), Conv2D, pooling,
+// dropout) and softmax cross-entropy, differentiated by autograd.
 #include "fashion_mnist/model.h"
 
 #include <cmath>
@@ -10,9 +10,26 @@
 namespace depengine::fashion_mnist {
 namespace {
 
-std::shared_ptr<gluon::Sequential> make_net(const ModelConfig& c) {
+std::shared_ptr<gluon::Sequential> build_net(const ModelConfig& c) {
   if (c.inputs == 0 || c.classes == 0 || (c.kind == ModelKind::mlp && c.hidden == 0)) {
     throw Error("Model: inputs, classes and the hidden width must be positive");
+  }
+  if (c.kind == ModelKind::cnn) {
+    if (c.rows * c.cols != c.inputs || c.rows < 6 || c.cols < 6) {
+      throw Error("Model: the CNN needs images of rows × cols = inputs, each side at least 6 (got " +
+                  std::to_string(c.rows) + " × " + std::to_string(c.cols) + " for " +
+                  std::to_string(c.inputs) + " inputs)");
+    }
+    auto net = std::make_shared<gluon::Sequential>();
+    net->add(gluon::Conv2D(32, {3, 3}, {1, 1}, {0, 0}, "relu", true, 1))
+        .add(gluon::Conv2D(64, {3, 3}, {1, 1}, {0, 0}, "relu", true, 32))
+        .add(gluon::MaxPool2D({2, 2}))
+        .add(gluon::Dropout(0.25f))
+        .add(gluon::Flatten())
+        .add(gluon::Dense(128, "relu", true, 64 * ((c.rows - 4) / 2) * ((c.cols - 4) / 2)))
+        .add(gluon::Dropout(0.5f))
+        .add(gluon::Dense(c.classes, "", true, 128));
+    return net;
   }
   auto normal = [](float sigma) { return std::make_shared<const gluon::Initializer>(gluon::init::Normal(sigma)); };
   auto net = std::make_shared<gluon::Sequential>();
@@ -26,33 +43,56 @@ std::shared_ptr<gluon::Sequential> make_net(const ModelConfig& c) {
   return net;
 }
 
+// The net with its parameters drawn from `seed`, before the trainer is made (so that it makes
+// the optimizer states outside any recorded step).
+std::shared_ptr<gluon::Sequential> make_net(const ModelConfig& c, std::uint64_t seed) {
+  std::shared_ptr<gluon::Sequential> net = build_net(c);
+  nd::seed(seed);
+  net->initialize(gluon::init::Xavier());
+  return net;
+}
+
 }  // namespace
 
 const char* model_kind_name(ModelKind kind) noexcept {
-  return kind == ModelKind::softmax ? "softmax" : "mlp";
+  switch (kind) {
+    case ModelKind::softmax:
+      return "softmax";
+    case ModelKind::mlp:
+      return "mlp";
+    case ModelKind::cnn:
+      break;
+  }
+  return "cnn";
 }
 
 ModelKind parse_model_kind(const std::string& name) {
   if (name == "softmax") return ModelKind::softmax;
   if (name == "mlp") return ModelKind::mlp;
-  throw Error("unknown model '" + name + "' (expected softmax or mlp)");
+  if (name == "cnn") return ModelKind::cnn;
+  throw Error("unknown model '" + name + "' (expected softmax, mlp or cnn)");
 }
 
 Model::Model(ModelConfig config, std::uint64_t seed)
     : config_(config),
-      net_(make_net(config_)),
-      trainer_(net_->collect_params(), "sgd") {
-  nd::seed(seed);
-  net_->initialize();
+      net_(make_net(config_, seed)),
+      loss_(config_.kind == ModelKind::cnn),
+      trainer_(net_->collect_params(), config_.optimizer) {
   for (const auto& [name, p] : net_->collect_params()) params_.push_back(p->data());
 }
 
-NDArray Model::forward(const NDArray& x) const { return net_->forward(x); }
+NDArray Model::shaped(const NDArray& x) const {
+  if (config_.kind != ModelKind::cnn || x.ndim() != 2) return x;
+  return x.reshape({x.shape()[0], 1, config_.rows, config_.cols});
+}
+
+NDArray Model::forward(const NDArray& x) const { return net_->forward(shaped(x)); }
 
 std::pair<NDArray, NDArray> Model::record_forward(const NDArray& x, const NDArray& y) {
   autograd::RecordScope record;
-  NDArray z = net_->forward(x);
-  NDArray l = loss_(z, y);
+  NDArray z = net_->forward(shaped(x));
+  // The CNN's head as the second source's: log-softmax, then the negative log-likelihood.
+  NDArray l = loss_(config_.kind == ModelKind::cnn ? nd::log_softmax(z) : z, y);
   return {std::move(z), std::move(l)};
 }
 

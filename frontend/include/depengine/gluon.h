@@ -390,7 +390,9 @@ class SoftmaxCrossEntropyLoss : public Loss {
 //              (0 or 1), clip_weights (off);
 // and for all: wd (0), clip_gradient (off). Error naming an unknown optimizer or option, or a
 // learning rate or wd that is negative or not finite; the updates check the rest at step().
-// The optimizer states (zeros of each weight's shape) are made at a parameter's first update.
+// The optimizer states (zeros of each weight's shape) are made by the constructor for the
+// parameters initialized by then, else at a parameter's first update. To record a training
+// step for replay (depengine/record.h), construct the trainer after initializing the block.
 class Trainer {
  public:
   Trainer(ParameterDict params, const std::string& optimizer,
@@ -403,6 +405,9 @@ class Trainer {
 
  private:
   enum class Kind { sgd, adam, adadelta, rmsprop };
+  // Makes the missing states of parameter k (weight w).
+  void make_states(std::size_t k, const NDArray& w);
+
   ParameterDict params_;
   Kind kind_;
   float lr_ = 0.01f, wd_ = 0.0f, clip_gradient_ = -1.0f;
