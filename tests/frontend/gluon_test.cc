@@ -443,5 +443,108 @@ TEST(GluonReplay, DropoutMasksReplayAsPushed) {
   };
   EXPECT_EQ(run(true), run(false));
 }
+// MXNet's Adam with the bias correction in the learning rate, in float64 over several steps.
+TEST_F(Gluon, TrainerAdamFollowsTheFormula) {
+  const std::size_t batch = 4;
+  const double lr = 0.01, b1 = 0.8, b2 = 0.95, eps = 1e-6, wd = 0.02;
+  Dense d(3, "", false, 4);
+  d.initialize(gluon::init::Uniform(1.0f));
+  gluon::Trainer trainer(d.collect_params(), "adam",
+                         {{"learning_rate", lr}, {"beta1", b1}, {"beta2", b2}, {"epsilon", eps},
+                          {"wd", wd}});
+  const std::vector<float> w0 = d.weight().data().to_vector();
+  std::vector<double> w(w0.begin(), w0.end()), m(w.size()), v(w.size());
+  for (int t = 1; t <= 4; ++t) {
+    NDArray y;
+    {
+      autograd::RecordScope record;
+      y = nd::sum(nd::square(d(nd::array(values(batch * 4, 60 + t), {batch, 4}))));
+    }
+    y.backward();
+    const std::vector<float> g = d.weight().grad().to_vector();
+    trainer.step(batch);
+    const double lr_t = lr * std::sqrt(1 - std::pow(b2, t)) / (1 - std::pow(b1, t));
+    for (std::size_t i = 0; i < w.size(); ++i) {
+      const double gi = g[i] / static_cast<double>(batch) + wd * w[i];
+      m[i] = b1 * m[i] + (1 - b1) * gi;
+      v[i] = b2 * v[i] + (1 - b2) * gi * gi;
+      w[i] -= lr_t * m[i] / (std::sqrt(v[i]) + eps);
+    }
+    const std::vector<float> got = d.weight().data().to_vector();
+    for (std::size_t i = 0; i < w.size(); ++i) EXPECT_NEAR(got[i], w[i], 1e-5) << "step " << t;
+  }
+  for (const char* name : {"sgd", "adam", "adadelta", "rmsprop"}) {
+    gluon::Trainer other(d.collect_params(), name);
+    other.step(2);
+    EXPECT_EQ(d.weight().data().to_vector().size(), 12u) << name;
+  }
+  expect_error([&] { gluon::Trainer(d.collect_params(), "adadelta", {{"beta1", 0.9}}); },
+               {"unknown option 'beta1' of optimizer adadelta", "rho"});
+}
+
+TEST_F(Gluon, ConvolutionLayersInferChannelsAndCheckShapes) {
+  Sequential net;
+  net.add(gluon::Conv2D(4, {3, 3}, {1, 1}, {1, 1}, "relu"))
+      .add(gluon::BatchNorm())
+      .add(gluon::MaxPool2D({2, 2}))
+      .add(gluon::Conv2D(6, {3, 3}, {2, 2}))
+      .add(gluon::AvgPool2D({1, 1}))
+      .add(gluon::GlobalAvgPool2D())
+      .add(gluon::Flatten())
+      .add(Dense(3));
+  net.initialize(gluon::init::Xavier());
+  const NDArray y = net(nd::random_normal({2, 2, 10, 10}));
+  EXPECT_EQ(y.shape(), (Shape{2, 3}));
+  const gluon::ParameterDict p = net.collect_params();
+  EXPECT_EQ(p["0.weight"].shape(), (Shape{4, 2, 3, 3}));
+  EXPECT_EQ(p["1.gamma"].shape(), (Shape{4}));
+  EXPECT_EQ(p["3.weight"].shape(), (Shape{6, 4, 3, 3}));
+  EXPECT_EQ(p["7.weight"].shape(), (Shape{3, 6}));
+  EXPECT_EQ(p["1.running_mean"].grad_req(), gluon::GradReq::null);
+  expect_error([&] { net(nd::ones({2, 3, 10, 10})); },
+               {"Conv2D(channels=4, in_channels=2", "(2, 3, 10, 10)", "(4, 2, 3, 3)"});
+  expect_error([&] { net(nd::ones({2, 10, 10})); }, {"Conv2D", "(2, 10, 10)"});
+  gluon::Conv2D big(2, {5, 5});
+  big.initialize();
+  expect_error([&] { big(nd::ones({1, 1, 4, 4})); },
+               {"Conv2D(channels=2, in_channels=0, kernel_size=(5, 5))", "(1, 1, 4, 4)",
+                "smaller than the (5, 5) window"});
+  gluon::MaxPool2D pool({3, 3});
+  expect_error([&] { pool(nd::ones({1, 1, 2, 2})); }, {"MaxPool2D", "(1, 1, 2, 2)"});
+  expect_error([] { gluon::Conv2D(2, {3, 3}, {1, 1}, {0, 0}, "swish"); },
+               {"unknown activation 'swish'"});
+}
+
+// BatchNorm: training mode normalizes with the batch and moves the running statistics;
+// predict mode uses them.
+TEST_F(Gluon, BatchNormTrainsAndPredicts) {
+  gluon::BatchNorm bn(0.5f);
+  bn.initialize();
+  const NDArray x = nd::array(std::vector<float>{1, 3, 10, 30}, {2, 2, 1, 1});  // channel 0: 1, 10
+  NDArray y;
+  {
+    autograd::RecordScope record;
+    y = bn(x);
+  }
+  const std::vector<float> yv = y.to_vector();
+  EXPECT_NEAR(yv[0], -1.0f, 1e-3);
+  EXPECT_NEAR(yv[2], 1.0f, 1e-3);
+  EXPECT_NEAR(bn.running_mean().data().to_vector()[0], 0.5 * 5.5, 1e-4);
+  const std::vector<float> predicted = bn(x).to_vector();
+  const double mean = 2.75, var = 0.5 + 0.5 * 20.25;
+  EXPECT_NEAR(predicted[0], (1 - mean) / std::sqrt(var + 1e-5), 1e-4);
+}
+
+TEST_F(Gluon, ConvolutionGradientsReachEveryParameter) {
+  Sequential net;
+  net.add(gluon::Conv2D(2, {2, 2}, {1, 1}, {1, 1}, "tanh"))
+      .add(gluon::AvgPool2D({2, 2}))
+      .add(gluon::Flatten())
+      .add(Dense(3));
+  net.initialize(gluon::init::Normal(0.5f));
+  const NDArray x = nd::array(values(2 * 1 * 4 * 4, 70), {2, 1, 4, 4});
+  check_gradients(net, gluon::SoftmaxCrossEntropyLoss(), x, nd::array(std::vector<float>{2, 0}, {2}));
+}
+
 }  // namespace
 }  // namespace depengine
