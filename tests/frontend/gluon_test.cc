@@ -13,6 +13,7 @@
 
 #include "depengine/autograd.h"
 #include "depengine/gluon.h"
+#include "depengine/record.h"
 
 namespace depengine {
 namespace {
@@ -410,6 +411,55 @@ TEST(GluonDeterminism, SameParametersOnEveryEngineAndWorkerCount) {
           << "parameter " << p << " differs with " << threads << " workers";
     }
   }
+}
+
+// A replayed training step (nd::record) draws dropout masks as the pushed steps would.
+TEST(GluonReplay, DropoutMasksReplayAsPushed) {
+  auto run = [](bool replay) {
+    auto e = Engine::create("naive");
+    EngineScope use(*e);
+    nd::seed(9);
+    gluon::Dropout drop(0.5f);
+    NDArray x = nd::ones({4, 8});
+    std::vector<std::vector<float>> out;
+    NDArray y;
+    auto step = [&] {
+      autograd::RecordScope record;
+      y = drop(x);
+    };
+    nd::Segment seg;
+    for (int i = 0; i < 3; ++i) {
+      if (replay && i > 0) {
+        nd::replay(seg);
+      } else if (replay) {
+        seg = nd::record({x}, step);
+      } else {
+        step();
+      }
+      out.push_back(y.to_vector());
+    }
+    return out;
+  };
+  EXPECT_EQ(run(true), run(false));
+}
+
+// The Activation block's relu (one tape entry, gradient through relu_backward) against
+// central differences, away from the kink.
+TEST_F(Gluon, ReluActivationGradient) {
+  std::vector<float> xv = values(30, 80);
+  for (float& v : xv) v += v >= 0 ? 0.1f : -0.1f;
+  NDArray x = nd::array(xv, {5, 6});
+  x.attach_grad();
+  gluon::Activation relu("relu");
+  const NDArray w = nd::array(values(30, 81), {5, 6});
+  NDArray l;
+  {
+    autograd::RecordScope record;
+    l = nd::sum(relu(x) * w);
+  }
+  l.backward();
+  const std::vector<float> g = x.grad().to_vector(), wv = w.to_vector();
+  for (std::size_t i = 0; i < xv.size(); ++i) EXPECT_EQ(g[i], xv[i] > 0 ? wv[i] : 0.0f) << i;
 }
 
 }  // namespace
