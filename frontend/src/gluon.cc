@@ -52,8 +52,27 @@ void check_activation(const std::string& name, const char* layer) {
               "' (expected relu, sigmoid, tanh or softrelu)");
 }
 
+// relu taped as one entry whose gradient is one op (nd::relu_backward: dy where y > 0),
+// rather than nd::relu's compare and multiply; relu_backward is a CPU op, so GPU arrays take
+// nd::relu.
+NDArray relu(const NDArray& x) {
+  if (!x.device().is_cpu()) return nd::relu(x);
+  const bool record = ag::should_record({&x});
+  NDArray y;
+  {
+    Unrecorded pause;
+    y = nd::relu(x);
+  }
+  if (record) {
+    ag::record_op("relu", {x}, {&y}, {y}, [](const ag::Saved& s, const std::vector<NDArray>& dy) {
+      return std::vector<NDArray>{nd::relu_backward(s[0], dy[0])};
+    });
+  }
+  return y;
+}
+
 NDArray activate(const std::string& name, const NDArray& x) {
-  if (name == "relu") return nd::relu(x);
+  if (name == "relu") return relu(x);
   if (name == "sigmoid") return nd::sigmoid(x);
   if (name == "tanh") return nd::tanh(x);
   // softrelu: log(1 + exp(x)) = relu(x) + log(1 + exp(-|x|)), without overflow.

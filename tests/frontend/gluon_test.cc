@@ -413,7 +413,6 @@ TEST(GluonDeterminism, SameParametersOnEveryEngineAndWorkerCount) {
   }
 }
 
-
 // A replayed training step (nd::record) draws dropout masks as the pushed steps would.
 TEST(GluonReplay, DropoutMasksReplayAsPushed) {
   auto run = [](bool replay) {
@@ -443,6 +442,7 @@ TEST(GluonReplay, DropoutMasksReplayAsPushed) {
   };
   EXPECT_EQ(run(true), run(false));
 }
+
 // MXNet's Adam with the bias correction in the learning rate, in float64 over several steps.
 TEST_F(Gluon, TrainerAdamFollowsTheFormula) {
   const std::size_t batch = 4;
@@ -544,6 +544,25 @@ TEST_F(Gluon, ConvolutionGradientsReachEveryParameter) {
   net.initialize(gluon::init::Normal(0.5f));
   const NDArray x = nd::array(values(2 * 1 * 4 * 4, 70), {2, 1, 4, 4});
   check_gradients(net, gluon::SoftmaxCrossEntropyLoss(), x, nd::array(std::vector<float>{2, 0}, {2}));
+}
+
+// The Activation block's relu (one tape entry, gradient through relu_backward) against
+// central differences, away from the kink.
+TEST_F(Gluon, ReluActivationGradient) {
+  std::vector<float> xv = values(30, 80);
+  for (float& v : xv) v += v >= 0 ? 0.1f : -0.1f;
+  NDArray x = nd::array(xv, {5, 6});
+  x.attach_grad();
+  gluon::Activation relu("relu");
+  const NDArray w = nd::array(values(30, 81), {5, 6});
+  NDArray l;
+  {
+    autograd::RecordScope record;
+    l = nd::sum(relu(x) * w);
+  }
+  l.backward();
+  const std::vector<float> g = x.grad().to_vector(), wv = w.to_vector();
+  for (std::size_t i = 0; i < xv.size(); ++i) EXPECT_EQ(g[i], xv[i] > 0 ? wv[i] : 0.0f) << i;
 }
 
 }  // namespace
