@@ -9,8 +9,10 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <cstdio>
 #include <fstream>
-#include <limits>
+#include <string>
+#include <vector>
 
 #include "autograd_internal.h"
 #include "depengine/nn.h"

@@ -546,8 +546,8 @@ TEST_F(Gluon, ConvolutionGradientsReachEveryParameter) {
   check_gradients(net, gluon::SoftmaxCrossEntropyLoss(), x, nd::array(std::vector<float>{2, 0}, {2}));
 }
 
-// The Activation block's relu (one tape entry, gradient through relu_backward) against
-// central differences, away from the kink.
+// The Activation block's relu (one tape entry, gradient through relu_backward) against its
+// formula: dy where x > 0, else 0 (x kept away from the kink).
 TEST_F(Gluon, ReluActivationGradient) {
   std::vector<float> xv = values(30, 80);
   for (float& v : xv) v += v >= 0 ? 0.1f : -0.1f;
