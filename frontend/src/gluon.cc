@@ -1,8 +1,7 @@
 // Layers, losses and the trainer of depengine/gluon.h, written with NDArray ops so that
-// autograd tapes them. Dense and SoftmaxCrossEntropyLoss are each one tape entry whose
-// forward runs unrecorded (GEMM with a transpose, bias and relu; one op for the per-row
-// loss and its gradient) and whose backward pushes the few ops of the known gradient,
-// rather than one entry per elementary op.
+// autograd tapes them. Dense and SoftmaxCrossEntropyLoss use the fused ops of
+// depengine/layer_ops.h (one op forward, one tape entry); relu is one tape entry whose
+// gradient is nd::relu_backward.
 #include "depengine/gluon.h"
 
 #include <algorithm>
@@ -15,6 +14,7 @@
 #include <vector>
 
 #include "autograd_internal.h"
+#include "depengine/layer_ops.h"
 #include "depengine/nn.h"
 #include "depengine/optim.h"
 #include "internal.h"
@@ -23,11 +23,6 @@ namespace depengine::gluon {
 namespace {
 
 namespace ag = autograd::detail;
-using detail::ArrayInternals;
-
-bool has_history(const NDArray& a) noexcept {
-  return a.defined() && ArrayInternals::node(a) != nullptr;
-}
 
 std::string fmt(float v) {
   char buf[32];
@@ -81,101 +76,14 @@ NDArray activate(const std::string& name, const NDArray& x) {
   return nd::relu(x) + nd::log(nd::exp(-nd::abs(x)) + 1.0f);
 }
 
-// x (m, k) · wᵀ (w (n, k)) + b (n,) then relu: forward as GEMM with a transposed operand, an
-// in-place bias add and relu, taped as one entry with the linear layer's gradients
-// dx = dz·w, dw = dzᵀ·x, db = Σ_rows dz. GEMM is a CPU op; on a GPU the layer is composed
-// of dot and transpose, which tape themselves.
+// x (m, k) · wᵀ (w (n, k)) + b (n,) then relu: nd::fully_connected (one op, one tape entry)
+// on the CPU, where its kernel is; on a GPU composed of dot and transpose, which tape
+// themselves.
 NDArray fully_connected(const NDArray& x, const NDArray& w, const NDArray& b, bool relu) {
-  if (!x.device().is_cpu()) {
-    NDArray y = nd::dot(x, nd::transpose(w));
-    if (b.defined()) y = y + b;
-    return relu ? nd::relu(y) : y;
-  }
-  NDArray y;
-  {
-    Unrecorded pause;
-    y = nd::gemm(x, w, false, true);
-    if (b.defined()) y += b;
-    if (relu) y = nd::relu(y);
-  }
-  if (!ag::should_record({&x, &w, &b})) return y;
-  const bool hx = has_history(x), hw = has_history(w), hb = has_history(b);
-  std::vector<NDArray> inputs{x, w};
-  if (b.defined()) inputs.push_back(b);
-  ag::Saved saved{x, w};
-  if (relu) saved.push_back(y);
-  ag::record_op("fully_connected", inputs, {&y}, std::move(saved),
-                [relu, hx, hw, hb, bias = b.defined()](const ag::Saved& s,
-                                                       const std::vector<NDArray>& dy) {
-                  const NDArray dz = relu ? nd::relu_backward(s[2], dy[0]) : dy[0];
-                  std::vector<NDArray> g{hx ? nd::gemm(dz, s[1], false, false) : NDArray(),
-                                         hw ? nd::gemm(dz, s[0], true, false) : NDArray()};
-                  if (bias) g.push_back(hb ? nd::sum(dz, 0) : NDArray());
-                  return g;
-                });
-  return y;
-}
-
-// Per-row softmax cross-entropy in one op: loss[r] = log Σ_j exp(z[r, j]) − z[r, label[r]]
-// (−z[r, label[r]] when from_logits) and, when `grad` is not null, its gradient in z[r]:
-// softmax(z[r]) − onehot(label[r]) (−onehot when from_logits). A label that is not a class
-// index fails the op, so the Error reaches the blocker on the loss.
-NDArray softmax_cross_entropy_rows(const NDArray& z, const NDArray& labels, bool from_logits,
-                                   NDArray* grad, const char* who) {
-  detail::Chunk& cz = detail::require(z, who);
-  detail::Chunk& cl = detail::require(labels, who);
-  if (!z.device().is_cpu() || !labels.device().is_cpu() || cz.engine != cl.engine) {
-    throw Error(std::string(who) + ": the prediction (on " + z.device().str() +
-                ") and the labels (on " + labels.device().str() +
-                ") must be CPU arrays of one engine");
-  }
-  const std::size_t m = z.shape()[0], n = z.shape()[1];
-  NDArray loss = ArrayInternals::make(*cz.engine, {m}, who);
-  std::vector<Var> writes{ArrayInternals::chunk(loss)->var};
-  float* pg = nullptr;
-  if (grad) {
-    *grad = ArrayInternals::make(*cz.engine, {m, n}, who);
-    pg = ArrayInternals::chunk(*grad)->data;
-    writes.push_back(ArrayInternals::chunk(*grad)->var);
-  }
-  const float* pz = cz.data;
-  const float* pl = cl.data;
-  float* po = ArrayInternals::chunk(loss)->data;
-  const std::string name = who;
-  cz.engine->push(
-      [=] {
-        for (std::size_t r = 0; r < m; ++r) {
-          const float v = pl[r];
-          if (!(v >= 0.0f && v < static_cast<float>(n) && v == std::floor(v))) {
-            throw Error(name + ": label " + fmt(v) + " of row " + std::to_string(r) +
-                        " is not a class index in [0, " + std::to_string(n) + ")");
-          }
-          const auto label = static_cast<std::size_t>(v);
-          const float* row = pz + r * n;
-          float* g = pg ? pg + r * n : nullptr;
-          if (from_logits) {
-            po[r] = -row[label];
-            if (g) {
-              std::fill(g, g + n, 0.0f);
-              g[label] = -1.0f;
-            }
-            continue;
-          }
-          // Shifted by the row maximum, which the loss does not depend on: exp cannot overflow.
-          const float mx = *std::max_element(row, row + n);
-          double sum = 0;
-          for (std::size_t j = 0; j < n; ++j) sum += std::exp(static_cast<double>(row[j] - mx));
-          po[r] = static_cast<float>(std::log(sum) - static_cast<double>(row[label] - mx));
-          if (g) {
-            for (std::size_t j = 0; j < n; ++j) {
-              g[j] = static_cast<float>(std::exp(static_cast<double>(row[j] - mx)) / sum);
-            }
-            g[label] -= 1.0f;
-          }
-        }
-      },
-      {cz.var, cl.var}, writes, {.name = "softmax_cross_entropy"});
-  return loss;
+  if (x.device().is_cpu()) return nd::fully_connected(x, w, b, relu);
+  NDArray y = nd::dot(x, nd::transpose(w));
+  if (b.defined()) y = y + b;
+  return relu ? nd::relu(y) : y;
 }
 
 std::size_t product(const Shape& s, std::size_t from) {
@@ -787,16 +695,7 @@ NDArray SoftmaxCrossEntropyLoss::operator()(const NDArray& pred, const NDArray& 
                 " and label of shape " + shape_str(label.shape()) +
                 " do not fit: expected (batch, classes) and (batch,)");
   }
-  const std::size_t m = pred.shape()[0];
-  const bool record = ag::should_record({&pred});
-  NDArray grad;
-  NDArray loss = softmax_cross_entropy_rows(pred, label, from_logits_, record ? &grad : nullptr, who);
-  if (!record) return loss;
-  ag::record_op("softmax_cross_entropy", {pred}, {&loss}, {grad},
-                [m](const ag::Saved& s, const std::vector<NDArray>& dy) {
-                  return std::vector<NDArray>{s[0] * dy[0].reshape({m, 1})};
-                });
-  return loss;
+  return nd::softmax_cross_entropy_rows(pred, label, from_logits_);
 }
 
 // ---- Trainer -------------------------------------------------------------------------------

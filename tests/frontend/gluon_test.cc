@@ -214,10 +214,10 @@ TEST_F(Gluon, SoftmaxCrossEntropyLossPerRow) {
 TEST_F(Gluon, LabelOutOfRangeFailsAtTheBlocker) {
   const NDArray l = gluon::SoftmaxCrossEntropyLoss()(nd::zeros({2, 3}),
                                                      nd::array(std::vector<float>{1, 3}, {2}));
-  expect_error([&] { l.to_vector(); }, {"label 3 of row 1 is not a class index in [0, 3)"});
+  expect_error([&] { l.to_vector(); }, {"label 3 of sample 1 is not a class index in [0, 3)"});
   const NDArray half = gluon::SoftmaxCrossEntropyLoss()(nd::zeros({1, 3}),
                                                         nd::array(std::vector<float>{0.5f}, {1}));
-  expect_error([&] { half.item(); }, {"label 0.5 of row 0"});
+  expect_error([&] { half.item(); }, {"label 0.5 of sample 0"});
 }
 
 // MXNet's SGD: w ← w − lr·(g / batch + wd·w), checked in float64 over several steps.
