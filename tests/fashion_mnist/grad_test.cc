@@ -1,6 +1,6 @@
 // Each backward op of depengine/nn.h against central finite differences of the forward
-// computation it differentiates, plus the full softmax-regression and MLP backward passes
-// (tools/fashion_mnist/model.h) against finite differences of their loss. Shapes are
+// computation it differentiates, plus autograd's gradients of the softmax-regression and MLP
+// models (tools/fashion_mnist/model.h, Gluon layers) against finite differences of their loss. Shapes are
 // small; everything runs on the naive engine, so the host may edit a parameter between ops.
 #include <gtest/gtest.h>
 
@@ -197,7 +197,7 @@ TEST_F(GradTest, CountCorrectTakesTheFirstMaximum) {
 std::vector<bool> relu_pattern(const fashion_mnist::Model& model, const NDArray& x) {
   std::vector<bool> on;
   if (model.config().kind != fashion_mnist::ModelKind::mlp) return on;
-  for (float v : (nd::dot(x, model.parameters()[0]) + model.parameters()[1]).to_vector()) {
+  for (float v : (nd::gemm(x, model.parameters()[0], false, true) + model.parameters()[1]).to_vector()) {
     on.push_back(v > 0.0f);
   }
   return on;

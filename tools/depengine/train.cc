@@ -1,4 +1,4 @@
-// `depengine train`: softmax regression or an MLP on Fashion-MNIST, input pipeline and
+// `depengine train`: softmax regression, an MLP or a CNN on Fashion-MNIST, input pipeline and
 // training steps pushed to the engine; per epoch loss, accuracies, examples/s and the
 // profiler's compute-lane utilization.
 #include <unistd.h>
@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "args.h"
 #include "commands.h"
@@ -35,14 +36,17 @@ struct Options {
   int threads = 0;
   std::string data = fm::kDefaultDir;
   bool profile = false;
+  // Train and test on at most this many examples of each set (0: all).
+  std::size_t limit = 0;
 };
 
 void usage() {
   std::printf(
-      "usage: depengine train [--model softmax|mlp] [--epochs N] [--batch B]\n"
+      "usage: depengine train [--model softmax|mlp|cnn] [--epochs N] [--batch B]\n"
       "                       [--engine naive|threaded] [--threads N] [--lr LR]\n"
+      "                       [--optimizer sgd|adam|adadelta|rmsprop]\n"
       "                       [--lr-decay D] [--seed S] [--hidden H] [--data DIR]\n"
-      "                       [--profile] [--replay]\n"
+      "                       [--profile] [--replay] [--limit N]\n"
       "  trains on Fashion-MNIST (IDX files in DIR, default\n"
       "  %s) and prints per epoch the loss, train and\n"
       "  test accuracy, examples/s and the share of the epoch the compute lane (model\n"
@@ -50,12 +54,17 @@ void usage() {
       "  Defaults: mlp, 10 epochs (1 to %d), batch 256 (1 to %zu), threaded engine\n"
       "  with DEPENGINE_CPU_THREADS or all cores (1 to 1024), lr 0.1 (a finite number in\n"
       "  (0, %g]) times 0.8 per epoch (epoch e uses lr * D^e, D in (0, 1]), seed 42,\n"
-      "  hidden width 256 (1 to %zu).\n"
+      "  hidden width 256 (1 to %zu), optimizer sgd. The cnn (the second source's:\n"
+      "  conv 3x3 1->32, relu, conv 3x3 32->64, relu, max-pool 2, dropout 0.25,\n"
+      "  dense 128, relu, dropout 0.5, dense 10, log-softmax + NLL) defaults to\n"
+      "  batch 64, adam, lr 0.001.\n"
       "  --profile also records each epoch's dependency graph (work, span and\n"
       "  parallelism = work/span from measured op times) and prints the profiler's\n"
       "  tables (per op name, lane, worker) of the last epoch.\n"
       "  --replay records the training step once per batch buffer and epoch\n"
-      "  (nd::record) and replays it for the other batches (same results).\n",
+      "  (nd::record) and replays it for the other batches (same results).\n"
+      "  --limit N trains on the first N training images and tests on the first N\n"
+      "  test images (1 to 60000), for a short run.\n",
       fm::kDefaultDir, kMaxEpochs, kMaxBatch, kMaxLr, kMaxHidden);
 }
 
@@ -82,8 +91,15 @@ Options parse(const Args& args) {
   o.train.record_graph = o.profile;
   o.train.replay = args.has("--replay");
   if (args.has("--model")) {
-    o.train.model = fm::parse_model_kind(args.choice("--model", "", {"softmax", "mlp"}));
+    o.train.model = fm::parse_model_kind(args.choice("--model", "", {"softmax", "mlp", "cnn"}));
   }
+  if (o.train.model == fm::ModelKind::cnn) {
+    o.train.batch = 64;
+    o.train.optimizer = "adam";
+    o.train.lr = 0.001f;
+  }
+  o.train.optimizer =
+      args.choice("--optimizer", o.train.optimizer, {"sgd", "adam", "adadelta", "rmsprop"});
   o.epochs = args.integer("--epochs", o.epochs, 1, kMaxEpochs);
   o.train.batch = args.integer<std::size_t>("--batch", o.train.batch, 1, kMaxBatch);
   o.engine = args.choice("--engine", o.engine, {"naive", "threaded"});
@@ -94,6 +110,7 @@ Options parse(const Args& args) {
                                              std::numeric_limits<std::uint64_t>::max());
   o.train.hidden = args.integer<std::size_t>("--hidden", o.train.hidden, 1, kMaxHidden);
   o.data = args.str("--data", o.data);
+  o.limit = args.integer<std::size_t>("--limit", o.limit, 1, 60000);
   return o;
 }
 
@@ -118,6 +135,16 @@ class ProgressBar {
   bool tty_;
 };
 
+// The first `limit` examples of `d` (all of them when limit is 0 or at least its size).
+std::shared_ptr<const fm::Dataset> head(fm::Dataset d, std::size_t limit) {
+  if (limit != 0 && limit < d.size()) {
+    d.images.count = limit;
+    d.images.pixels.resize(limit * d.images.pixels_per_image());
+    d.labels.resize(limit);
+  }
+  return std::make_shared<const fm::Dataset>(std::move(d));
+}
+
 }  // namespace
 
 int train(int argc, char** argv) {
@@ -127,19 +154,20 @@ int train(int argc, char** argv) {
   }
   const Options o = parse(Args(argc, argv,
                                {"--model", "--epochs", "--batch", "--engine", "--threads", "--lr",
-                                "--lr-decay", "--seed", "--hidden", "--data"},
+                                "--lr-decay", "--seed", "--hidden", "--data", "--limit",
+                                "--optimizer"},
                                {"--profile", "--replay"}));
 
-  auto train_set = std::make_shared<const fm::Dataset>(fm::load(o.data, fm::Split::train));
-  auto test_set = std::make_shared<const fm::Dataset>(fm::load(o.data, fm::Split::test));
+  auto train_set = head(fm::load(o.data, fm::Split::train), o.limit);
+  auto test_set = head(fm::load(o.data, fm::Split::test), o.limit);
   auto engine = Engine::create(o.engine, {.cpu_threads = o.threads});
   fm::Trainer trainer(*engine, train_set, test_set, o.train);
 
-  std::printf("depengine train: %s on Fashion-MNIST (%zu train, %zu test), batch %zu, lr %g "
+  std::printf("depengine train: %s on Fashion-MNIST (%zu train, %zu test), batch %zu, %s lr %g "
               "(x%g per epoch), seed %llu\n"
               "engine %s, %d CPU workers, %u cores; %zu batches per epoch%s\n\n",
               fm::model_kind_name(o.train.model), train_set->size(), test_set->size(),
-              o.train.batch, static_cast<double>(o.train.lr), static_cast<double>(o.train.lr_decay),
+              o.train.batch, o.train.optimizer.c_str(), static_cast<double>(o.train.lr), static_cast<double>(o.train.lr_decay),
               static_cast<unsigned long long>(o.train.seed), o.engine.c_str(),
               engine->cpu_threads(), std::thread::hardware_concurrency(),
               trainer.batches_per_epoch(), o.train.replay ? "; steps replayed" : "");

@@ -20,7 +20,10 @@ ModelConfig model_config(const Dataset& train, const TrainConfig& c) {
   return {.kind = c.model,
           .inputs = train.images.pixels_per_image(),
           .hidden = c.hidden,
-          .classes = static_cast<std::size_t>(kClasses)};
+          .classes = static_cast<std::size_t>(kClasses),
+          .rows = train.images.rows,
+          .cols = train.images.cols,
+          .optimizer = c.optimizer};
 }
 
 const std::shared_ptr<const Dataset>& check_shapes(const std::shared_ptr<const Dataset>& train,
@@ -69,6 +72,11 @@ Trainer::Trainer(Engine& engine, std::shared_ptr<const Dataset> train,
   if (config_.replay && config_.lag >= config_.prefetch + 1) {
     throw Error("Trainer: replay needs lag < prefetch + 1 (a batch buffer's step outputs are "
                 "rewritten by its next replay, before the loop would read them)");
+  }
+  if (config_.replay && config_.optimizer == "adam") {
+    throw Error("Trainer: replay cannot use adam: its bias correction changes the learning rate "
+                "every step on the host, which a replayed step does not see (use sgd, adadelta "
+                "or rmsprop)");
   }
   if (!(config_.lr > 0.0f)) throw Error("Trainer: the learning rate must be positive");
   if (!(config_.lr_decay > 0.0f && config_.lr_decay <= 1.0f)) {

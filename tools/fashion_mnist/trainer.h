@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 
 #include "depengine/engine.h"
 #include "depengine/ndarray.h"
@@ -31,6 +32,8 @@ struct TrainConfig {
   std::size_t hidden = 256;
   std::size_t batch = 256;
   float lr = 0.1f;
+  // gluon::Trainer's optimizer: "sgd", "adam", "adadelta" or "rmsprop".
+  std::string optimizer = "sgd";
   // Epoch e trains with lr · lr_decay^e: large steps early, small ones to settle.
   float lr_decay = 0.8f;
   std::uint64_t seed = 42;
@@ -43,7 +46,8 @@ struct TrainConfig {
   bool record_graph = false;
   // Record the step once per batch buffer and epoch (nd::record) and replay it for the
   // later batches in that buffer; the same values as pushing every step. Needs
-  // lag < prefetch + 1: a buffer's step outputs are rewritten by its next replay.
+  // lag < prefetch + 1: a buffer's step outputs are rewritten by its next replay; and not
+  // adam, whose per-step learning rate is host state.
   bool replay = false;
   Normalization norm{};
 };
