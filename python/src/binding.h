@@ -23,6 +23,12 @@ void bind_np(nb::module_& np, nb::module_& npx);
 void bind_autograd(nb::module_& m, nb::module_& np);
 // npx.record / npx.replay / npx.Segment (engine.cc).
 void bind_array_segments(nb::module_& npx);
+// npx.convolution, pooling, softmax, log_softmax, batch_norm, pick (np_nn.cc).
+void bind_np_nn(nb::module_& npx);
+// _depengine._optim: the fused optimizer updates (optim.cc).
+void bind_optim(nb::module_& m);
+// _depengine._gluon: the fused layer ops (gluon_ops.cc).
+void bind_gluon_ops(nb::module_& m);
 
 // The engines Python has used: every Engine made from Python and the process default.
 // Engines made from Python live until the process exits (arrays made on one may outlive

@@ -41,6 +41,9 @@ NB_MODULE(_depengine, m) {
   bind_array(np);
   bind_np(np, npx);
   bind_array_segments(npx);
+  bind_np_nn(npx);
+  bind_optim(m);
+  bind_gluon_ops(m);
   bind_autograd(m, np);
 
   m.def("_close_python",
