@@ -19,6 +19,13 @@ reported as missing with the reason; the others still run. Utilization: depengin
 profiler's compute-lane busy time over the wall time; the peers' is process CPU time /
 (wall x cores). Prints a Markdown table (also to --md) and the loss each runtime takes from
 the sleep.
+
+The OpenMP peers run with OMP_WAIT_POLICY=PASSIVE unless --omp-wait-policy says otherwise: on
+a machine whose cores other jobs also use, PyTorch's OpenMP threads spin at each barrier while
+the thread they wait for is descheduled. Measured here (2 cores, load average 21, 2 threads):
+the CNN 47 examples/s with the default policy against 205 with PASSIVE (1 thread: 190), the
+MLP 695 against 18,581; MXNet 254 against 278 on the CNN. On an idle machine the policy
+matters little.
 """
 import argparse
 import json
@@ -151,15 +158,18 @@ def rows(a, init_npz):
     out.append(Row("dep-cpp", "depengine, C++ (depengine train --model cnn)", cmd, env, why,
                    sleeps="--sleep-ms" in help_text, parse=parse_cli))
 
+    omp = dict(os.environ)
+    if a.omp_wait_policy != "unset":
+        omp["OMP_WAIT_POLICY"] = a.omp_wait_policy
     tpy = os.path.join(ROOT, "build", "torch-venv", "bin", "python")
     out.append(Row("torch", "PyTorch eager", [tpy, os.path.join(HERE, "cnn_torch.py")] + common +
-                   ["--threads", str(a.threads)], None,
+                   ["--threads", str(a.threads)], omp,
                    None if os.access(tpy, os.X_OK) else "bash bench/peers/setup-torch.sh"))
     mpy = os.path.join(ROOT, "build", "mxnet-venv", "bin", "python")
     mx = [mpy, os.path.join(HERE, "cnn_mxnet.py")] + common + ["--threads", str(a.threads)]
     why = None if os.access(mpy, os.X_OK) else "bash bench/peers/setup-mxnet.sh"
-    out.append(Row("mxnet", "MXNet 1.9.1 Gluon", mx, None, why))
-    out.append(Row("mxnet-hybrid", "MXNet 1.9.1 Gluon, hybridized", mx + ["--hybridize"], None, why))
+    out.append(Row("mxnet", "MXNet 1.9.1 Gluon", mx, omp, why))
+    out.append(Row("mxnet-hybrid", "MXNet 1.9.1 Gluon, hybridized", mx + ["--hybridize"], omp, why))
     if a.only:
         keep = set(a.only.split(","))
         unknown = keep - {r.key for r in out}
@@ -203,6 +213,9 @@ def main():
                                                                "python"))
     ap.add_argument("--only", help="comma-separated rows: dep-eager,dep-hybrid,dep-cpp,torch,"
                                    "mxnet,mxnet-hybrid")
+    ap.add_argument("--omp-wait-policy", choices=["PASSIVE", "ACTIVE", "unset"], default="PASSIVE",
+                    help="OMP_WAIT_POLICY of the OpenMP peers (PyTorch, MXNet); default PASSIVE "
+                         "(see the module docstring)")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per run")
     ap.add_argument("--md", help="also write the tables to this file")
     ap.add_argument("--json", help="also write every run's result to this file")
@@ -234,7 +247,8 @@ def main():
                   if results.get(("torch", 0.0)) else None)
     lines = [f"CNN of issue 25 on Fashion-MNIST: {a.limit} training examples (one epoch), batch 64, "
              f"{a.optimizer}{'' if a.lr is None else f' lr {a.lr:g}'}, test on {a.test_limit}; "
-             f"{a.threads} threads / workers, {os.cpu_count()} cores; median of {a.rounds} "
+             f"{a.threads} threads / workers, {os.cpu_count()} cores, OMP_WAIT_POLICY "
+             f"{a.omp_wait_policy} for the OpenMP peers; median of {a.rounds} "
              f"rounds (runs interleaved); load average at the end {os.getloadavg()[0]:.2f}.", "",
              "| runtime | sleep/batch | examples/s | vs PyTorch | wall s | test acc | "
              "utilization |", "|---|---:|---:|---:|---:|---:|---:|"]
