@@ -8,8 +8,10 @@ batch 64; gluon.Trainer 'adam' 1e-3 (or 'adadelta').
     bash bench/peers/setup-mxnet.sh          # once: build/mxnet-venv with mxnet 1.9.1
     build/mxnet-venv/bin/python bench/peers/cnn_mxnet.py --limit 12000 [--hybridize] [--sleep-ms 5]
 
-The training slice and its order, the test slice and the initial weights are those of
-fashion_mnist_data.py, shared with cnn_torch.py. MXNet's engine runs the pushed ops
+The training slice and its order (those of `depengine train --limit`), the test slice and
+the initial weights are those of fashion_mnist_data.py, shared with cnn_torch.py; each batch
+is gathered from the host arrays in the loop and copied in (nd.array), as a DataLoader over
+an in-memory data set does. MXNet's engine runs the pushed ops
 asynchronously; each batch's loss is read two batches later, as a loop that logs it would, so
 the frontend runs at most two batches ahead. --threads sets OMP_NUM_THREADS (MXNet's
 operators' OpenMP team; its default is half the cores); MXNET_CPU_WORKER_NTHREADS keeps its
@@ -41,9 +43,8 @@ def main():
 
     ctx = mx.cpu()
     mx.random.seed(a.seed)  # the dropout masks
-    xtr_h, ytr_h = data.cnn_train_slice(a.seed, a.limit, "cnn_mxnet")
+    xtr, ytr = data.cnn_train_slice(a.limit, "cnn_mxnet")
     xte_h, yte_h = data.cnn_test_slice(a.test_limit, "cnn_mxnet")
-    xtr, ytr = nd.array(xtr_h, ctx=ctx), nd.array(ytr_h, ctx=ctx, dtype="float32")
     xte, yte = nd.array(xte_h, ctx=ctx), nd.array(yte_h, ctx=ctx, dtype="float32")
 
     net = nn.HybridSequential()
@@ -81,12 +82,15 @@ def main():
     n = a.limit
     loss = 0.0
     for epoch in range(a.epochs):
+        order = data.train_order(a.seed, n, epoch)
         epoch_meter = data.Meter()
         loss_sum = 0.0
         pending = collections.deque()
         with meter, epoch_meter:
             for start in range(0, n, a.batch):
-                x, y = xtr[start:start + a.batch], ytr[start:start + a.batch]
+                idx = order[start:start + a.batch]
+                x = nd.array(xtr[idx], ctx=ctx)
+                y = nd.array(ytr[idx], ctx=ctx, dtype="float32")
                 with autograd.record():
                     l = loss_fn(net(x), y)
                 l.backward()

@@ -6,8 +6,9 @@ ReLU, dropout 0.5, dense 10, log-softmax, NLL; batch 64; Adam 1e-3 (or Adadelta 
     bash bench/peers/setup-torch.sh          # once: build/torch-venv with torch 2.5.1
     build/torch-venv/bin/python bench/peers/cnn_torch.py --limit 12000 [--sleep-ms 5]
 
-The training slice and its order, the test slice and the initial weights are those of
-fashion_mnist_data.py, shared with cnn_mxnet.py. Each batch's loss is read two batches later,
+The training slice and its order (those of `depengine train --limit`), the test slice and
+the initial weights are those of fashion_mnist_data.py, shared with cnn_mxnet.py; each batch
+is gathered from the host arrays in the loop, as a DataLoader over an in-memory data set does. Each batch's loss is read two batches later,
 as a loop that logs it would (here PyTorch has finished it long before). Prints per epoch the
 loss, test accuracy, examples/s, wall time and utilization (process CPU time / (wall x
 cores), training loop only), then one RESULT line of JSON for cnn_side_by_side.py.
@@ -57,7 +58,7 @@ def main():
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)  # the dropout masks
 
-    xtr, ytr = (torch.from_numpy(v) for v in data.cnn_train_slice(a.seed, a.limit, "cnn_torch"))
+    xtr, ytr = data.cnn_train_slice(a.limit, "cnn_torch")
     xte, yte = (torch.from_numpy(v) for v in data.cnn_test_slice(a.test_limit, "cnn_torch"))
     model = Net()
     weights = data.cnn_initial_weights(a.seed)
@@ -78,12 +79,14 @@ def main():
     loss = 0.0
     for epoch in range(a.epochs):
         model.train()
+        order = data.train_order(a.seed, n, epoch)
         epoch_meter = data.Meter()
         loss_sum = 0.0
         pending = collections.deque()
         with meter, epoch_meter:
             for start in range(0, n, a.batch):
-                x, y = xtr[start:start + a.batch], ytr[start:start + a.batch]
+                idx = order[start:start + a.batch]
+                x, y = torch.from_numpy(xtr[idx]), torch.from_numpy(ytr[idx])
                 opt.zero_grad()
                 batch_loss = F.nll_loss(model(x), y)
                 batch_loss.backward()

@@ -4,9 +4,9 @@ from the same weights and sees the same examples in the same order:
 
 - for the MLP (mlp_numpy.py, mlp_mxnet.py, mlp_torch.py): the initial weights (one seeded
   NumPy draw) and the command line;
-- for the CNN of issue 25 (cnn_torch.py, cnn_mxnet.py): the training slice and its order, the
-  fixed test slice, the initial weights, the command line and the machine-readable result
-  line that cnn_side_by_side.py reads."""
+- for the CNN of issue 25 (cnn_torch.py, cnn_mxnet.py): the training slice and its order per
+  epoch (those of `depengine train --limit`), the fixed test slice, the initial weights, the
+  command line and the machine-readable result line that cnn_side_by_side.py reads."""
 import argparse
 import gzip
 import json
@@ -105,19 +105,32 @@ def cnn_initial_weights(seed):
     return out
 
 
-def train_order(seed, limit, n=60000):
-    """The training examples, in order: the first `limit` of one seeded permutation of the
-    60,000 (the same slice and order for every runtime)."""
-    if not 1 <= limit <= n:
-        sys.exit(f"--limit must be in [1, {n}], got {limit}")
-    return np.random.default_rng(seed).permutation(n)[:limit]
+_M64 = (1 << 64) - 1
 
 
-def cnn_train_slice(seed, limit, who):
-    """(images (limit, 1, 28, 28) float32 normalized, labels int64) in train_order."""
+def train_order(seed, n, epoch):
+    """The order in which `depengine train` (tools/fashion_mnist/pipeline.cc) visits n examples
+    in epoch `epoch` (0-based): a Fisher-Yates shuffle driven by splitmix64, seeded with
+    seed ^ (0xd1b54a32d192ed03 * (epoch + 1)). Every CNN row uses it, so that Python and C++
+    see the same batches."""
+    idx = list(range(n))
+    state = (seed ^ (0xd1b54a32d192ed03 * (epoch + 1))) & _M64
+    for i in range(n - 1, 0, -1):
+        state = (state + 0x9e3779b97f4a7c15) & _M64
+        z = ((state ^ (state >> 30)) * 0xbf58476d1ce4e5b9) & _M64
+        z = ((z ^ (z >> 27)) * 0x94d049bb133111eb) & _M64
+        j = (z ^ (z >> 31)) % (i + 1)
+        idx[i], idx[j] = idx[j], idx[i]
+    return np.array(idx, dtype=np.int64)
+
+
+def cnn_train_slice(limit, who):
+    """The first `limit` training images (limit, 1, 28, 28) float32 normalized and their labels
+    (int64), as `depengine train --limit` takes them; visit them in train_order."""
     x, y = load("train", who)
-    idx = train_order(seed, limit, len(y))
-    return normalize(x[idx]).reshape(-1, 1, 28, 28), y[idx].astype(np.int64)
+    if not 1 <= limit <= len(y):
+        sys.exit(f"--limit must be in [1, {len(y)}], got {limit}")
+    return normalize(x[:limit]).reshape(-1, 1, 28, 28), y[:limit].astype(np.int64)
 
 
 def cnn_test_slice(limit, who):
@@ -132,7 +145,8 @@ def cnn_parse_args(who, extra=None):
     p = argparse.ArgumentParser(prog=who, description="The CNN of issue 25 (conv 3x3 1->32, "
                                 "ReLU, conv 3x3 32->64, ReLU, max-pool 2, dropout 0.25, dense "
                                 "9216->128, ReLU, dropout 0.5, dense 10, log-softmax, NLL)")
-    p.add_argument("--limit", type=int, default=12000, help="training examples (default 12000)")
+    p.add_argument("--limit", type=int, default=12000,
+                   help="train on the first N training images (default 12000)")
     p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--optimizer", choices=["adam", "adadelta"], default="adam")
@@ -187,7 +201,8 @@ def cnn_result(runtime, a, examples, meter, loss, test_acc):
         "runtime": runtime, "examples": examples, "wall_s": round(meter.wall, 4),
         "examples_per_s": round(examples / meter.wall, 2), "test_acc": round(test_acc, 5),
         "loss": round(loss, 5), "utilization": round(meter.cpu / (meter.wall * cores), 4),
-        "utilization_kind": "process CPU time / (wall x cores)", "cores": cores,
+        "utilization_kind": "process CPU time / (wall x cores)",
+        "cpu_utilization": round(meter.cpu / (meter.wall * cores), 4), "cores": cores,
         "threads": a.threads, "batch": a.batch, "optimizer": a.optimizer, "lr": a.lr,
         "sleep_ms": a.sleep_ms, "epochs": a.epochs, "limit": a.limit,
         "test_limit": a.test_limit, "seed": a.seed}), flush=True)

@@ -23,9 +23,10 @@ keeps it busy. --sleep-ms K adds K ms of Python-side work per batch (a time.slee
 a data pipeline or logging) to show it. The last line is one RESULT line of JSON for
 bench/peers/cnn_side_by_side.py.
 
-The training examples are the first --limit of one NumPy permutation seeded with --seed, in
-that order, and the test slice the first --test-limit test images: the slice and order of
-bench/peers' PyTorch and MXNet scripts. --init-from loads initial weights written as
+The training examples are the first --limit training images, visited each epoch in the order
+`depengine train --limit` visits them (the same seed gives the same batches from Python and
+from C++, and in bench/peers' PyTorch and MXNet scripts); the test slice is the first
+--test-limit test images. --init-from loads initial weights written as
 save_parameters writes them (cnn_side_by_side.py writes the peers' weights so); otherwise
 they are drawn with init.Xavier('uniform', 'in', 1), PyTorch's default distribution for these
 layers' weights.
@@ -91,11 +92,39 @@ def build_net():
     return net
 
 
-def load_split(root, train, order=None, limit=None):
-    """(images (N, 1, 28, 28) normalized, labels) of one split, in `order` or the first `limit`."""
+class TrainOrder(gluon.data.Sampler):
+    """The order of `depengine train` (tools/fashion_mnist/pipeline.cc), a new one each epoch:
+    a Fisher-Yates shuffle driven by splitmix64 seeded with seed ^ (0xd1b54a32d192ed03 *
+    (epoch + 1)), so that this loop and the C++ one train on the same batches."""
+
+    M64 = (1 << 64) - 1
+
+    def __init__(self, n, seed):
+        self._n, self._seed, self._epoch = n, seed, 0
+
+    def __iter__(self):
+        idx = list(range(self._n))
+        state = (self._seed ^ (0xd1b54a32d192ed03 * (self._epoch + 1))) & self.M64
+        for i in range(self._n - 1, 0, -1):
+            state = (state + 0x9e3779b97f4a7c15) & self.M64
+            z = ((state ^ (state >> 30)) * 0xbf58476d1ce4e5b9) & self.M64
+            z = ((z ^ (z >> 27)) * 0x94d049bb133111eb) & self.M64
+            j = (z ^ (z >> 31)) % (i + 1)
+            idx[i], idx[j] = idx[j], idx[i]
+        self._epoch += 1
+        return iter(idx)
+
+    def __len__(self):
+        return self._n
+
+
+def load_split(root, train, limit):
+    """(images (N, 1, 28, 28) normalized, labels) of the first `limit` examples of one split."""
     dataset = gluon.data.vision.FashionMNIST(root=root, train=train)
-    idx = order if order is not None else numpy.arange(min(limit, len(dataset)))
-    images, labels = dataset[idx]
+    if limit > len(dataset):
+        sys.exit(f"mnist_cnn: the {'training' if train else 'test'} set has {len(dataset)} "
+                 f"images, fewer than the {limit} asked for")
+    images, labels = dataset[numpy.arange(limit)]
     to_input = transforms.Compose([transforms.ToTensor(), transforms.Normalize(MEAN, STD)])
     return to_input(images), numpy.asarray(labels, dtype=numpy.float32)
 
@@ -124,11 +153,10 @@ def main():
     engine = de.engine()
     np.random.seed(a.seed)  # the dropout masks and Xavier's draws
 
-    order = numpy.random.default_rng(a.seed).permutation(60000)[:a.limit]
-    xtr, ytr = load_split(a.data, True, order=order)
-    xte, yte = load_split(a.data, False, limit=a.test_limit)
+    xtr, ytr = load_split(a.data, True, a.limit)
+    xte, yte = load_split(a.data, False, a.test_limit)
     loader = gluon.data.DataLoader(gluon.data.ArrayDataset(xtr, ytr), batch_size=a.batch,
-                                   shuffle=False)
+                                   sampler=TrainOrder(len(ytr), a.seed))
 
     net = build_net()
     if a.init_from:
@@ -148,13 +176,13 @@ def main():
           f"{engine.kind}, {engine.cpu_threads} CPU workers, {os.cpu_count()} cores; "
           f"{len(ytr)} examples, batch {a.batch}, {a.optimizer} lr {a.lr:g}, sleep "
           f"{a.sleep_ms:g} ms per batch", flush=True)
-    total_wall = total_busy = 0.0
+    total_wall = total_busy = total_cpu = 0.0
     loss = test_acc = 0.0
     for epoch in range(a.epochs):
         loss_sum = 0.0
         pending = collections.deque()
         with de.profile(engine) as prof:
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             for X, y in loader:
                 X, y = X.as_in_ctx(ctx), y.as_in_ctx(ctx)
                 with autograd.record():
@@ -169,6 +197,7 @@ def main():
             loss_sum += sum(p.item() for p in pending)
             npx.waitall()  # the last updates
             wall = time.perf_counter() - t0
+            total_cpu += time.process_time() - c0
         busy_s, conc = compute_lane(prof.summary(), device)
         total_wall += wall
         total_busy += busy_s
@@ -185,6 +214,7 @@ def main():
         "examples_per_s": round(examples / total_wall, 2), "test_acc": round(test_acc, 5),
         "loss": round(loss, 5), "utilization": round(total_busy / total_wall, 4),
         "utilization_kind": "compute-lane busy time (profiler) / wall",
+        "cpu_utilization": round(total_cpu / (total_wall * (os.cpu_count() or 1)), 4),
         "cores": os.cpu_count(), "threads": engine.cpu_threads, "batch": a.batch,
         "optimizer": a.optimizer, "lr": a.lr, "sleep_ms": a.sleep_ms, "epochs": a.epochs,
         "limit": a.limit, "test_limit": a.test_limit, "seed": a.seed, "ctx": str(ctx)}),
