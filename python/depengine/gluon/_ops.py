@@ -39,16 +39,16 @@ def softmax_cross_entropy(pred, label, from_logits):
 
 def log_softmax(x, axis=-1):
     native = _native("log_softmax")
-    if native is not None:
-        return native(x, axis=axis)
+    if native is not None and x.ndim and axis % x.ndim == x.ndim - 1:
+        return native(x, axis=-1)
     shifted = x - x.max(axis=axis, keepdims=True)
     return shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
 
 
 def softmax(x, axis=-1):
     native = _native("softmax")
-    if native is not None:
-        return native(x, axis=axis)
+    if native is not None and x.ndim and axis % x.ndim == x.ndim - 1:
+        return native(x, axis=-1)
     e = np.exp(x - x.max(axis=axis, keepdims=True))
     return e / e.sum(axis=axis, keepdims=True)
 
@@ -68,8 +68,8 @@ def pick(data, index, axis=-1):
     keepdims=True). The composite compares `index` with every class index: an index out of
     range picks nothing (0) instead of failing."""
     native = _native("pick")
-    if native is not None:
-        return native(data, index, axis=axis, keepdims=True)
+    if native is not None and data.ndim == 2 and axis % 2 == 1:
+        return native(data, index, axis=-1, keepdims=True)
     nd = data.ndim
     ax = axis % nd
     classes_shape = [1] * nd
