@@ -254,7 +254,10 @@ def main():
              f"{a.optimizer}{'' if a.lr is None else f' lr {a.lr:g}'}, test on {a.test_limit}; "
              f"{a.threads} threads / workers, {os.cpu_count()} cores, OMP_WAIT_POLICY "
              f"{a.omp_wait_policy} for the OpenMP peers; median of {a.rounds} "
-             f"rounds (runs interleaved); load average at the end {os.getloadavg()[0]:.2f}.", "",
+             f"rounds (runs interleaved); load average at the end {os.getloadavg()[0]:.2f}."
+             + ("" if a.test_limit == min(a.limit, 10000) else
+                f" (The C++ row tests on the first {min(a.limit, 10000)} test images, as "
+                "`depengine train --limit` does.)"), "",
              "| runtime | sleep/batch | examples/s | vs PyTorch | wall s | test acc | "
              "utilization | CPU time / (wall x cores) |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rs:
