@@ -4,6 +4,9 @@
 // multiply-adds per output element (per input-gradient element for backward data).
 //   Conv/<which>/<layer>   layer 0: (64,1,28,28) * (32,1,3,3); layer 1: (64,32,26,26) * (64,32,3,3)
 //   Pool/<which>           max-pool 2×2 stride 2 of (64,64,24,24)
+//   Gemm/<layer>           the same multiply-adds as the layer's forward as one product,
+//                          (K, C·kh·kw) · (C·kh·kw, N·oh·ow) through nd::dot: the bound
+//                          that im2col + per-image GEMMs are measured against, in one run
 #include <benchmark/benchmark.h>
 
 #include "depengine/ndarray.h"
@@ -65,11 +68,22 @@ void Pool(benchmark::State& state) {
                           state.iterations());
 }
 
+void Gemm(benchmark::State& state) {
+  const Layer& l = kLayers[state.range(0)];
+  const std::size_t oh = l.x[2] - l.w[2] + 1, ow = l.x[3] - l.w[3] + 1;
+  const std::size_t taps = l.w[1] * l.w[2] * l.w[3];
+  const NDArray a = nd::random_normal({l.w[0], taps}), b = nd::random_normal({taps, l.x[0] * oh * ow});
+  waitall();
+  for (auto _ : state) nd::dot(a, b).wait_to_read();
+  rate(state, conv_flops(l));
+}
+
 BENCHMARK(Conv)
     ->ArgNames({"which", "layer"})
     ->ArgsProduct({{forward, backward_data, backward_weight, backward_bias}, {0, 1}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
+BENCHMARK(Gemm)->ArgName("layer")->DenseRange(0, 1)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(Pool)->ArgName("backward")->DenseRange(0, 1)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace

@@ -141,7 +141,7 @@ BatchNormGrads batch_norm_backward(const NDArray& x, const NDArray& dy, const ND
            k.batch_norm_backward(ctx, g, px.get(), pd.get(), pg.get(), pm.get(), pi.get(),
                                  pdx.get(), fix_gamma ? nullptr : pdg.get(), pdb.get());
          });
-  if (fix_gamma) r.dgamma = zeros({g.channels}, x.device());
+  if (fix_gamma) r.dgamma = ag::zeros(*chunk(x).engine, {g.channels}, x.device());
   return r;
 }
 
@@ -169,7 +169,7 @@ BatchNormGrads batch_norm_infer_backward(const NDArray& x, const NDArray& dy,
                                        prv.get(), eps, pdx.get(),
                                        fix_gamma ? nullptr : pdg.get(), pdb.get());
          });
-  if (fix_gamma) r.dgamma = zeros({g.channels}, x.device());
+  if (fix_gamma) r.dgamma = ag::zeros(*chunk(x).engine, {g.channels}, x.device());
   return r;
 }
 

@@ -17,34 +17,44 @@ using detail::cnn::ptr_of;
 using detail::cnn::same_place;
 namespace ag = autograd::detail;
 
-// The rows × cols view of x along its last axis; `axis` must name it.
-void require_last_axis(const char* op, const NDArray& x, int axis) {
-  const long nd = static_cast<long>(x.ndim());
+// x viewed as [outer, len, inner] around `axis` (negative counts from the end).
+struct Lines {
+  std::size_t outer = 1, len = 1, inner = 1;
+  int axis = 0;  // normalized
+};
+
+Lines lines_of(const char* op, const Shape& shape, int axis) {
+  const long nd = static_cast<long>(shape.size());
   if (nd == 0) throw Error(std::string(op) + ": the array is 0-d and has no axis");
   const long a = axis < 0 ? axis + nd : axis;
   if (a < 0 || a >= nd) {
-    throw Error(std::string(op) + ": axis " + std::to_string(axis) + " is out of range for an array of shape " +
-                shape_str(x.shape()));
+    throw Error(std::string(op) + ": axis " + std::to_string(axis) +
+                " is out of range for an array of shape " + shape_str(shape));
   }
-  if (a != nd - 1) {
-    throw Error(std::string(op) + ": axis " + std::to_string(axis) + " of shape " +
-                shape_str(x.shape()) + ": only the last axis (-1) is supported");
+  Lines l;
+  l.axis = static_cast<int>(a);
+  for (long d = 0; d < nd; ++d) {
+    const std::size_t n = shape[static_cast<std::size_t>(d)];
+    if (d < a) l.outer *= n;
+    if (d == a) l.len = n;
+    if (d > a) l.inner *= n;
   }
+  return l;
 }
 
 NDArray softmax_op(const char* op, bool log, const NDArray& x, int axis) {
   Chunk& cx = same_place(op, {&x});
-  require_last_axis(op, x, axis);
-  const std::size_t cols = x.shape().back(), rows = cols ? x.size() / cols : 0;
+  const Lines l = lines_of(op, x.shape(), axis);
   NDArray y = ArrayInternals::make(*cx.engine, x.shape(), cx.device, op);
   const Ptr px = ptr_of(x), py = ptr_of(y);
   launch(chunk(y), {cx.var}, {chunk(y).var}, op, [=](const RunContext& ctx, auto k) {
-    k.softmax_forward(ctx, log, px.get(), rows, cols, py.get());
+    k.softmax_forward(ctx, log, px.get(), l.outer, l.len, l.inner, py.get());
   });
   if (ag::should_record({&x})) {
-    ag::record_op(op, {x}, {&y}, {y}, [log](const ag::Saved& s, const std::vector<NDArray>& dy) {
-      return std::vector<NDArray>{softmax_backward(s[0], dy[0], log)};
-    });
+    ag::record_op(op, {x}, {&y}, {y},
+                  [log, a = l.axis](const ag::Saved& s, const std::vector<NDArray>& dy) {
+                    return std::vector<NDArray>{softmax_backward(s[0], dy[0], log, a)};
+                  });
   }
   return y;
 }
@@ -66,19 +76,19 @@ NDArray log_softmax(const NDArray& x, int axis) {
   return softmax_op("log_softmax", true, x, axis);
 }
 
-NDArray softmax_backward(const NDArray& y, const NDArray& dy, bool log) {
+NDArray softmax_backward(const NDArray& y, const NDArray& dy, bool log, int axis) {
   const char* op = log ? "log_softmax_backward" : "softmax_backward";
   Chunk& cy = same_place(op, {&y, &dy});
-  if (y.shape() != dy.shape() || y.ndim() == 0) {
+  if (y.shape() != dy.shape()) {
     throw Error(std::string(op) + ": y of shape " + shape_str(y.shape()) + " and dy of shape " +
-                shape_str(dy.shape()) + " differ (or are 0-d)");
+                shape_str(dy.shape()) + " differ");
   }
-  const std::size_t cols = y.shape().back(), rows = cols ? y.size() / cols : 0;
+  const Lines l = lines_of(op, y.shape(), axis);
   NDArray dx = ArrayInternals::make(*cy.engine, y.shape(), cy.device, op);
   const Ptr py = ptr_of(y), pd = ptr_of(dy), px = ptr_of(dx);
   launch(chunk(dx), {cy.var, chunk(dy).var}, {chunk(dx).var}, op,
          [=](const RunContext& ctx, auto k) {
-           k.softmax_backward(ctx, log, py.get(), pd.get(), rows, cols, px.get());
+           k.softmax_backward(ctx, log, py.get(), pd.get(), l.outer, l.len, l.inner, px.get());
          });
   return dx;
 }

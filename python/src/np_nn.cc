@@ -1,6 +1,5 @@
 // depengine.npx's CNN operators, with mxnet.npx 1.9's names, keywords and defaults:
-// convolution, pooling, softmax, log_softmax, batch_norm and pick (the log-likelihood
-// picked by label, for NLL losses). Each converts its arguments and calls one nd:: op of
+// convolution, pooling, softmax, log_softmax and batch_norm. Each converts its arguments and calls one nd:: op of
 // depengine/nn.h. Arguments MXNet takes that depengine does not implement (dilation, groups,
 // other layouts, the "full" pooling convention, a softmax temperature) raise ValueError
 // instead of being silently ignored; cuDNN and workspace tuning hints are accepted.
@@ -155,21 +154,6 @@ NDArray batch_norm(nb::handle x_, nb::handle gamma_, nb::handle beta_, NDArray& 
   });
 }
 
-NDArray pick(nb::handle data, nb::handle index, nb::handle axis, const std::string& mode,
-             bool keepdims) {
-  const char* fn = "pick";
-  const NDArray x = as_array(data, nullptr, fn);
-  const NDArray i = as_array(index, &x, fn);
-  const long long ax = int_arg(axis, fn, "axis", LLONG_MIN, LLONG_MAX);
-  if (x.ndim() != 2 || (ax != -1 && ax != 1)) {
-    throw nb::value_error(("pick: only the last axis of a 2-d array is supported, got axis " +
-                           std::to_string(ax) + " of shape " + shape_str(x.shape())).c_str());
-  }
-  if (mode != "clip" && mode != "wrap") throw nb::value_error("pick: mode must be 'clip' or 'wrap'");
-  NDArray r = frontend_call(x.engine(), [&] { return -nd::nll_loss(x, i); });
-  return keepdims ? r.reshape({x.shape()[0], 1}) : r;
-}
-
 }  // namespace
 
 void bind_np_nn(nb::module_& npx) {
@@ -184,18 +168,15 @@ void bind_np_nn(nb::module_& npx) {
           "kwargs"_a, "mxnet.npx.pooling: 2-d max or avg pooling, NCHW.");
   npx.def("softmax", &softmax<nd::softmax>, "data"_a, "axis"_a = -1, "length"_a = nb::none(),
           "temperature"_a = nb::none(), "use_length"_a = false, "dtype"_a = nb::none(),
-          "kwargs"_a, "mxnet.npx.softmax along the last axis.");
+          "kwargs"_a, "mxnet.npx.softmax along `axis`.");
   npx.def("log_softmax", &softmax<nd::log_softmax>, "data"_a, "axis"_a = -1,
           "length"_a = nb::none(), "temperature"_a = nb::none(), "use_length"_a = false,
-          "dtype"_a = nb::none(), "kwargs"_a, "mxnet.npx.log_softmax along the last axis.");
+          "dtype"_a = nb::none(), "kwargs"_a, "mxnet.npx.log_softmax along `axis`.");
   npx.def("batch_norm", &batch_norm, "x"_a, "gamma"_a, "beta"_a, "running_mean"_a,
           "running_var"_a, "eps"_a = 1e-3f, "momentum"_a = 0.9f, "fix_gamma"_a = true,
           "use_global_stats"_a = false, "output_mean_var"_a = false, "axis"_a = 1, "kwargs"_a,
           "mxnet.npx.batch_norm over axis 1; in training mode it updates running_mean and "
           "running_var in place.");
-  npx.def("pick", &pick, "data"_a, "index"_a, "axis"_a = -1, "mode"_a = "clip",
-          "keepdims"_a = false,
-          "mxnet.npx.pick along the last axis of a 2-d array (indices must be in range).");
 }
 
 }  // namespace depengine::python

@@ -269,9 +269,14 @@ TEST(CnnOps, SoftmaxLogSoftmaxAndNll) {
                              wide(rv)),
                 "d/dx", 1e-4);
   }
-  // A 3-d array along its last axis.
+  // A 3-d array along its last axis, and along the others (the lines a transpose makes rows).
   const NDArray x3 = nd::array(xv, {5, 1, 7});
   expect_near(nd::softmax(x3, -1).to_vector(), softmax_ref(wide(xv), cols, false), "3-d", 1e-6);
+  const NDArray xt = nd::array(xv, {7, 5});
+  const std::vector<float> by_col = nd::log_softmax(xt, 0).to_vector();
+  const std::vector<float> rows_t = nd::log_softmax(xt.T()).to_vector();  // (5, 7)
+  for (std::size_t i = 0; i < 7; ++i)
+    for (std::size_t j = 0; j < 5; ++j) ASSERT_EQ(by_col[i * 5 + j], rows_t[j * 7 + i]);
 
   const std::vector<float> labels = {0, 6, 3, 3, 1};
   const NDArray lp = nd::log_softmax(x), l = nd::array(labels, {rows});
@@ -408,6 +413,25 @@ TEST(CnnAutograd, PoolingGradientsMatchFiniteDifferences) {
   }
 }
 
+TEST(CnnAutograd, SoftmaxAlongTheMiddleAxisGradient) {
+  // (2, 3, 4) along axis 1: lines of 3 elements, 4 apart.
+  const std::vector<float> xv = reals(24, 72), rv = reals(24, 73);
+  auto ref = [](const Vec& x) {
+    Vec y(24);
+    for (std::size_t o = 0; o < 2; ++o)
+      for (std::size_t i = 0; i < 4; ++i) {
+        Vec line(3);
+        for (std::size_t j = 0; j < 3; ++j) line[j] = x[(o * 3 + j) * 4 + i];
+        const Vec s = softmax_ref(line, 3, true);
+        for (std::size_t j = 0; j < 3; ++j) y[(o * 3 + j) * 4 + i] = s[j];
+      }
+    return y;
+  };
+  const auto g = taped([](std::vector<NDArray>& v) { return nd::log_softmax(v[0], 1); },
+                       {nd::array(xv, {2, 3, 4})}, rv);
+  expect_near(g[0], numeric_grad(ref, wide(xv), wide(rv)), "log_softmax axis 1", 1e-4);
+}
+
 TEST(CnnAutograd, SoftmaxLogSoftmaxAndNllGradients) {
   const std::size_t rows = 4, cols = 6;
   const std::vector<float> xv = reals(rows * cols, 70), rv = reals(rows * cols, 71);
@@ -530,6 +554,27 @@ TEST(CnnAutograd, SameGradientBitsOnEveryEngineWorkerCountAndSimulatedGpu) {
   }
 }
 
+TEST(CnnOps, FixedGammaGradientLivesOnTheInputsEngine) {
+  auto e = Engine::create("threaded", {.cpu_threads = 2});
+  NDArray x, dy, gamma, beta, rm, rv;
+  {
+    EngineScope use(*e);
+    x = nd::array(reals(12, 95), {3, 4});
+    dy = nd::ones({3, 4});
+    gamma = nd::ones({4});
+    beta = nd::zeros({4});
+    rm = nd::zeros({4});
+    rv = nd::ones({4});
+  }
+  // Called while another engine is current: every result is on the inputs' engine.
+  const nd::BatchNormTrain t = nd::batch_norm_train(x, gamma, beta, rm, rv, 1e-5f, 0.9f, true);
+  const nd::BatchNormGrads g = nd::batch_norm_backward(x, dy, gamma, t.mean, t.inv_std, true);
+  EXPECT_EQ(&g.dx.engine(), e.get());
+  EXPECT_EQ(&g.dgamma.engine(), e.get());
+  EXPECT_EQ(g.dgamma.to_vector(), std::vector<float>(4, 0.0f));
+  e->wait_all();
+}
+
 // ---- errors --------------------------------------------------------------------------------
 
 TEST(CnnOps, ShapeErrorsNameTheOpAndBothShapes) {
@@ -550,8 +595,6 @@ TEST(CnnOps, ShapeErrorsNameTheOpAndBothShapes) {
                {"pooling: kernel (5, 2) is larger than the padded input (4, 4)", "input (2, 3, 4, 4)"});
   expect_error([&] { nd::pooling(x, {2, 2}, {1, 1}, {2, 0}, nd::PoolType::avg); },
                {"pooling: pad (2, 0) must be smaller than the kernel (2, 2)"});
-  expect_error([&] { nd::softmax(nd::zeros({2, 3}), 0); },
-               {"softmax: axis 0 of shape (2, 3): only the last axis (-1) is supported"});
   expect_error([&] { nd::log_softmax(nd::zeros({2, 3}), 2); }, {"log_softmax: axis 2 is out of range"});
   expect_error([&] { nd::nll_loss(nd::zeros({2, 3}), nd::zeros({3})); },
                {"nll_loss: labels of shape (3,) do not match log-probabilities of shape (2, 3)"});

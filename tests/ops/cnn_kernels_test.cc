@@ -341,14 +341,42 @@ TEST(OpsSoftmax, ForwardAndBackwardMatchDirectLoop) {
       }
     }
     std::vector<float> y(x.size()), ly(x.size()), dx(x.size()), ldx(x.size());
-    cpu::softmax_forward(kCtx, false, x.data(), rows, cols, y.data());
-    cpu::softmax_forward(kCtx, true, x.data(), rows, cols, ly.data());
-    cpu::softmax_backward(kCtx, false, y.data(), dy.data(), rows, cols, dx.data());
-    cpu::softmax_backward(kCtx, true, ly.data(), dy.data(), rows, cols, ldx.data());
+    cpu::softmax_forward(kCtx, false, x.data(), rows, cols, 1, y.data());
+    cpu::softmax_forward(kCtx, true, x.data(), rows, cols, 1, ly.data());
+    cpu::softmax_backward(kCtx, false, y.data(), dy.data(), rows, cols, 1, dx.data());
+    cpu::softmax_backward(kCtx, true, ly.data(), dy.data(), rows, cols, 1, ldx.data());
     expect_near(y, p, "softmax", 1e-5);
     expect_near(ly, lp, "log_softmax", 1e-5);
     expect_near(dx, dsm, "softmax backward", 1e-4);
     expect_near(ldx, dlsm, "log_softmax backward", 1e-4);
+  }
+}
+
+TEST(OpsSoftmax, AlongAnInnerAxisEqualsTheRowsOfTheTranspose) {
+  // [outer, len, inner] = (3, 5, 4) along len against the (3·4, 5) matrix of the same lines.
+  const std::size_t outer = 3, len = 5, inner = 4;
+  const std::vector<float> x = reals(outer * len * inner, 44), dy = reals(outer * len * inner, 45);
+  std::vector<float> xt(x.size()), dyt(x.size());
+  auto at = [&](std::size_t o, std::size_t j, std::size_t i) { return (o * len + j) * inner + i; };
+  auto row = [&](std::size_t o, std::size_t j, std::size_t i) { return (o * inner + i) * len + j; };
+  for (std::size_t o = 0; o < outer; ++o)
+    for (std::size_t j = 0; j < len; ++j)
+      for (std::size_t i = 0; i < inner; ++i) {
+        xt[row(o, j, i)] = x[at(o, j, i)];
+        dyt[row(o, j, i)] = dy[at(o, j, i)];
+      }
+  for (bool log : {false, true}) {
+    std::vector<float> y(x.size()), dx(x.size()), yt(x.size()), dxt(x.size());
+    cpu::softmax_forward(kCtx, log, x.data(), outer, len, inner, y.data());
+    cpu::softmax_backward(kCtx, log, y.data(), dy.data(), outer, len, inner, dx.data());
+    cpu::softmax_forward(kCtx, log, xt.data(), outer * inner, len, 1, yt.data());
+    cpu::softmax_backward(kCtx, log, yt.data(), dyt.data(), outer * inner, len, 1, dxt.data());
+    for (std::size_t o = 0; o < outer; ++o)
+      for (std::size_t j = 0; j < len; ++j)
+        for (std::size_t i = 0; i < inner; ++i) {
+          ASSERT_EQ(y[at(o, j, i)], yt[row(o, j, i)]);
+          ASSERT_EQ(dx[at(o, j, i)], dxt[row(o, j, i)]);
+        }
   }
 }
 
@@ -380,8 +408,8 @@ TEST(OpsSoftmax, SameBitsOnOneAndTwoThreads) {
   auto run = [&](int threads) {
     std::vector<float> y(x.size()), dx(x.size());
     in_arena(threads, [&] {
-      cpu::softmax_forward(kCtx, true, x.data(), rows, cols, y.data());
-      cpu::softmax_backward(kCtx, true, y.data(), dy.data(), rows, cols, dx.data());
+      cpu::softmax_forward(kCtx, true, x.data(), rows, cols, 1, y.data());
+      cpu::softmax_backward(kCtx, true, y.data(), dy.data(), rows, cols, 1, dx.data());
     });
     y.insert(y.end(), dx.begin(), dx.end());
     return y;

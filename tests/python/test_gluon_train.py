@@ -397,3 +397,68 @@ def test_arrays_dropped_while_their_backward_is_pending():
         trainer.step(128)
     w = net[0].weight.data().asnumpy()
     assert numpy.isfinite(w).all()
+
+
+def test_trainer_states_round_trip(tmp_path):
+    def step(p, trainer, s):
+        c = np.array(grads_for(s, (3, 4)))
+        with autograd.record():
+            l = (p.data() * c).sum()
+        l.backward()
+        trainer.step(1)
+
+    def make():
+        p = gluon.Parameter("w_weight", shape=(3, 4))
+        p.initialize(init=init.Zero())
+        p.set_data(np.array(W0))
+        return p, gluon.Trainer([p], "adam", {"learning_rate": 0.01})
+
+    p, t = make()
+    for s in range(3):
+        step(p, t, s)
+    f = str(tmp_path / "adam.states")
+    t.save_states(f)
+    q, u = make()
+    q.set_data(p.data())
+    u.load_states(f)
+    for s in range(3, 5):
+        step(p, t, s)
+        step(q, u, s)
+    numpy.testing.assert_array_equal(p.data().asnumpy(), q.data().asnumpy())
+    fresh_p, fresh = make()
+    fresh_p.set_data(q.data())
+    step(fresh_p, fresh, 5)   # without the states (t = 1, zero moments): another update
+    step(q, u, 5)
+    assert not numpy.array_equal(fresh_p.data().asnumpy(), q.data().asnumpy())
+
+
+def test_training_on_a_simulated_gpu_gives_the_cpu_bits():
+    # Composed layers on the GPU (the fused ops are CPU-only), the fused updates' GPU path
+    # and zero_grad's reset_arrays there. (relu's gradient uses a comparison, which the
+    # frontend has on the CPU only, hence sigmoid.)
+    from depengine import npx
+
+    def run(ctx, engine):
+        with engine:
+            np.random.seed(3)
+            net = nn.Sequential()
+            net.add(nn.Dense(8, activation="sigmoid"), nn.Dense(3))
+            net.initialize(init.Xavier(), ctx=ctx)
+            trainer = gluon.Trainer(net.collect_params(), "adam", {"learning_rate": 0.01})
+            X = np.array(numpy.random.default_rng(0).standard_normal((16, 5)), ctx=ctx)
+            y = np.ones((16, 3), ctx=ctx)
+            for _ in range(5):
+                with autograd.record():
+                    l = gluon.loss.L2Loss()(net(X), y)
+                l.backward()
+                trainer.step(16)
+            assert net[0].weight.data().ctx == ctx
+            net.collect_params().zero_grad()
+            return ([p.data().asnumpy() for p in net.collect_params().values()]
+                    + [p.grad().asnumpy() for p in net.collect_params().values()])
+
+    cpu = run(npx.cpu(), de.Engine("threaded", cpu_threads=2))
+    gpu = run(npx.gpu(0), de.Engine("threaded", cpu_threads=2, sim_gpus=1))
+    for a, b in zip(cpu, gpu):
+        numpy.testing.assert_array_equal(a, b)
+    assert not cpu[-1].any()

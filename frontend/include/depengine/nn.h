@@ -93,12 +93,11 @@ NDArray pooling_backward(const NDArray& x, const NDArray& dy, Size2 kernel, Size
                          Size2 pad, PoolType type, bool global = false,
                          bool count_include_pad = true);
 
-// softmax / log(softmax) along `axis`; only the last axis (-1 or ndim − 1) is supported,
-// another is an Error.
+// softmax / log(softmax) along `axis` (negative counts from the end; out of range: Error).
 NDArray softmax(const NDArray& x, int axis = -1);
 NDArray log_softmax(const NDArray& x, int axis = -1);
-// dx from the forward's output y and dy (both of y's shape), along the last axis.
-NDArray softmax_backward(const NDArray& y, const NDArray& dy, bool log);
+// dx from the forward's output y and dy (both of y's shape), along `axis`.
+NDArray softmax_backward(const NDArray& y, const NDArray& dy, bool log, int axis = -1);
 
 // Per-row negative log-likelihood: loss[r] = −logp[r, labels[r]] for logp (m, n) and labels
 // (m,) holding class indices as floats; (m,). A label outside [0, n) fails the op on the CPU

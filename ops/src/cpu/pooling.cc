@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "depengine/error.h"
 #include "parallel.h"
@@ -87,26 +89,39 @@ void max_unpadded(const Pool2d& g, std::size_t oh, std::size_t ow, const float* 
 }
 
 // The max-pooling gradient without padding: each window's first maximum (argmax's rule, by
-// the same selects as max_unpadded) gets the window's dy, in row-major window order.
+// the same selects as max_unpadded) gets the window's dy, in row-major window order. The
+// maxima of a row of windows are found together (the selects vectorize across windows), then
+// the gradients are added one window after another.
 void max_backward_unpadded(const Pool2d& g, std::size_t oh, std::size_t ow, const float* plane,
                            const float* grad, float* dst) {
+  thread_local std::vector<float> best;
+  thread_local std::vector<std::uint32_t> offset;  // from the window's origin; < kh·width
+  if (best.size() < ow) {
+    best.resize(ow);
+    offset.resize(ow);
+  }
+  float* __restrict m = best.data();
+  std::uint32_t* __restrict at = offset.data();
   for (std::size_t i = 0; i < oh; ++i) {
     const float* top = plane + i * g.stride_h * g.width;
     for (std::size_t j = 0; j < ow; ++j) {
-      const std::size_t origin = i * g.stride_h * g.width + j * g.stride_w;
-      std::size_t at = origin;
-      float m = top[j * g.stride_w];
-      for (std::size_t r = 0; r < g.kernel_h; ++r) {
-        const float* row = top + r * g.width + j * g.stride_w;
-        for (std::size_t c = 0; c < g.kernel_w; ++c) {
-          const float v = row[c];
-          const bool take = v > m || (v != v && m == m);
-          m = take ? v : m;
-          at = take ? origin + r * g.width + c : at;
+      m[j] = top[j * g.stride_w];
+      at[j] = 0;
+    }
+    for (std::size_t r = 0; r < g.kernel_h; ++r) {
+      const float* __restrict row = top + r * g.width;
+      for (std::size_t c = r == 0 ? 1 : 0; c < g.kernel_w; ++c) {
+        const auto here = static_cast<std::uint32_t>(r * g.width + c);
+        for (std::size_t j = 0; j < ow; ++j) {
+          const float v = row[j * g.stride_w + c];
+          const bool take = v > m[j] || (v != v && m[j] == m[j]);
+          m[j] = take ? v : m[j];
+          at[j] = take ? here : at[j];
         }
       }
-      dst[at] += grad[i * ow + j];
     }
+    float* out = dst + i * g.stride_h * g.width;
+    for (std::size_t j = 0; j < ow; ++j) out[j * g.stride_w + at[j]] += grad[i * ow + j];
   }
 }
 
@@ -146,7 +161,9 @@ void pool2d_backward(const RunContext&, Pool op, const Pool2d& g, const float* x
                      const float* dy, float* dx) {
   check_pool2d("pool2d_backward", g);
   const std::size_t oh = g.out_h(), ow = g.out_w(), in = g.height * g.width, out = oh * ow;
-  const bool unpadded = op == Pool::max && g.pad_h == 0 && g.pad_w == 0;
+  // (The window offsets of max_backward_unpadded are 32-bit.)
+  const bool unpadded = op == Pool::max && g.pad_h == 0 && g.pad_w == 0 &&
+                        g.kernel_h * g.width <= UINT32_MAX;
   detail::parallel_chunks(g.batch * g.channels, plane_grain(g), [&](std::size_t p0, std::size_t p1) {
     for (std::size_t p = p0; p < p1; ++p) {
       const float* plane = x + p * in;

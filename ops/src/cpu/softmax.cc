@@ -1,4 +1,5 @@
-// CPU softmax, log-softmax and NLL: rows in fixed chunks, each row by one task.
+// CPU softmax, log-softmax and NLL: outer blocks (rows) in fixed chunks, each line by one
+// task.
 #include "depengine/ops/softmax.h"
 
 #include <algorithm>
@@ -32,23 +33,30 @@ void check_labels(const char* op, const float* labels, std::size_t rows, std::si
 
 }  // namespace
 
-void softmax_forward(const RunContext&, bool log, const float* x, std::size_t rows,
-                     std::size_t cols, float* y) {
-  if (cols == 0) return;
-  detail::parallel_chunks(rows, row_grain(cols), [=](std::size_t r0, std::size_t r1) {
-    for (std::size_t r = r0; r < r1; ++r) {
-      const float* z = x + r * cols;
-      float* out = y + r * cols;
-      const float zmax = *std::max_element(z, z + cols);
-      double denom = 0.0;
-      for (std::size_t j = 0; j < cols; ++j) denom += std::exp(static_cast<double>(z[j] - zmax));
-      if (log) {
-        const float shift = zmax + static_cast<float>(std::log(denom));
-        for (std::size_t j = 0; j < cols; ++j) out[j] = z[j] - shift;
-      } else {
-        const double inv = 1.0 / denom;
-        for (std::size_t j = 0; j < cols; ++j) {
-          out[j] = static_cast<float>(std::exp(static_cast<double>(z[j] - zmax)) * inv);
+void softmax_forward(const RunContext&, bool log, const float* x, std::size_t outer,
+                     std::size_t len, std::size_t inner, float* y) {
+  if (len == 0 || inner == 0) return;
+  const std::size_t plane = len * inner;
+  detail::parallel_chunks(outer, row_grain(plane), [=](std::size_t o0, std::size_t o1) {
+    for (std::size_t o = o0; o < o1; ++o) {
+      for (std::size_t i = 0; i < inner; ++i) {
+        const float* z = x + o * plane + i;
+        float* out = y + o * plane + i;
+        float zmax = z[0];
+        for (std::size_t j = 1; j < len; ++j) zmax = std::max(zmax, z[j * inner]);
+        double denom = 0.0;
+        for (std::size_t j = 0; j < len; ++j) {
+          denom += std::exp(static_cast<double>(z[j * inner] - zmax));
+        }
+        if (log) {
+          const float shift = zmax + static_cast<float>(std::log(denom));
+          for (std::size_t j = 0; j < len; ++j) out[j * inner] = z[j * inner] - shift;
+        } else {
+          const double inv = 1.0 / denom;
+          for (std::size_t j = 0; j < len; ++j) {
+            out[j * inner] =
+                static_cast<float>(std::exp(static_cast<double>(z[j * inner] - zmax)) * inv);
+          }
         }
       }
     }
@@ -56,19 +64,26 @@ void softmax_forward(const RunContext&, bool log, const float* x, std::size_t ro
 }
 
 void softmax_backward(const RunContext&, bool log, const float* y, const float* dy,
-                      std::size_t rows, std::size_t cols, float* dx) {
-  detail::parallel_chunks(rows, row_grain(cols), [=](std::size_t r0, std::size_t r1) {
-    for (std::size_t r = r0; r < r1; ++r) {
-      const float* yr = y + r * cols;
-      const float* dr = dy + r * cols;
-      float* out = dx + r * cols;
-      double s = 0.0;
-      for (std::size_t j = 0; j < cols; ++j) {
-        s += log ? static_cast<double>(dr[j]) : static_cast<double>(dr[j]) * yr[j];
-      }
-      const float sum = static_cast<float>(s);
-      for (std::size_t j = 0; j < cols; ++j) {
-        out[j] = log ? dr[j] - std::exp(yr[j]) * sum : yr[j] * (dr[j] - sum);
+                      std::size_t outer, std::size_t len, std::size_t inner, float* dx) {
+  if (len == 0 || inner == 0) return;
+  const std::size_t plane = len * inner;
+  detail::parallel_chunks(outer, row_grain(plane), [=](std::size_t o0, std::size_t o1) {
+    for (std::size_t o = o0; o < o1; ++o) {
+      for (std::size_t i = 0; i < inner; ++i) {
+        const std::size_t base = o * plane + i;
+        const float* yr = y + base;
+        const float* dr = dy + base;
+        float* out = dx + base;
+        double s = 0.0;
+        for (std::size_t j = 0; j < len; ++j) {
+          const std::size_t e = j * inner;
+          s += log ? static_cast<double>(dr[e]) : static_cast<double>(dr[e]) * yr[e];
+        }
+        const float sum = static_cast<float>(s);
+        for (std::size_t j = 0; j < len; ++j) {
+          const std::size_t e = j * inner;
+          out[e] = log ? dr[e] - std::exp(yr[e]) * sum : yr[e] * (dr[e] - sum);
+        }
       }
     }
   });

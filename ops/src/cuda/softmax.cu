@@ -1,5 +1,5 @@
-// GPU softmax and NLL: one warp per row (lane-strided sums in double, then a shuffle tree,
-// the same order on every run); NLL one thread per row.
+// GPU softmax and NLL: one warp per line along the softmax axis (lane-strided sums in
+// double, then a shuffle tree, the same order on every run); NLL one thread per row.
 #include <cmath>
 
 #include "common.cuh"
@@ -20,43 +20,53 @@ __device__ inline float warp_max(float v) {
   return v;
 }
 
-__global__ void forward_kernel(bool log, const float* x, std::size_t rows, std::size_t cols,
-                               float* y) {
+// Line r of [outer, len, inner]: its first element, the others `inner` apart.
+__device__ inline std::size_t line_start(std::size_t r, std::size_t len, std::size_t inner) {
+  return r / inner * len * inner + r % inner;
+}
+
+__global__ void forward_kernel(bool log, const float* x, std::size_t rows, std::size_t len,
+                               std::size_t inner, float* y) {
   const std::size_t r = blockIdx.x * std::size_t{kRowsPerBlock} + threadIdx.y;
   if (r >= rows) return;  // the whole warp leaves together
-  const float* z = x + r * cols;
-  float* out = y + r * cols;
+  const float* z = x + line_start(r, len, inner);
+  float* out = y + line_start(r, len, inner);
   float m = -INFINITY;
-  for (std::size_t j = threadIdx.x; j < cols; j += kWarp) m = fmaxf(m, z[j]);
+  for (std::size_t j = threadIdx.x; j < len; j += kWarp) m = fmaxf(m, z[j * inner]);
   m = warp_max(m);
   double d = 0.0;
-  for (std::size_t j = threadIdx.x; j < cols; j += kWarp) d += exp(static_cast<double>(z[j] - m));
+  for (std::size_t j = threadIdx.x; j < len; j += kWarp) {
+    d += exp(static_cast<double>(z[j * inner] - m));
+  }
   d = warp_sum(d);
   if (log) {
     const float shift = m + static_cast<float>(::log(d));
-    for (std::size_t j = threadIdx.x; j < cols; j += kWarp) out[j] = z[j] - shift;
+    for (std::size_t j = threadIdx.x; j < len; j += kWarp) out[j * inner] = z[j * inner] - shift;
   } else {
     const double inv = 1.0 / d;
-    for (std::size_t j = threadIdx.x; j < cols; j += kWarp) {
-      out[j] = static_cast<float>(exp(static_cast<double>(z[j] - m)) * inv);
+    for (std::size_t j = threadIdx.x; j < len; j += kWarp) {
+      out[j * inner] = static_cast<float>(exp(static_cast<double>(z[j * inner] - m)) * inv);
     }
   }
 }
 
 __global__ void backward_kernel(bool log, const float* y, const float* dy, std::size_t rows,
-                                std::size_t cols, float* dx) {
+                                std::size_t len, std::size_t inner, float* dx) {
   const std::size_t r = blockIdx.x * std::size_t{kRowsPerBlock} + threadIdx.y;
   if (r >= rows) return;
-  const float* yr = y + r * cols;
-  const float* dr = dy + r * cols;
-  float* out = dx + r * cols;
+  const std::size_t at = line_start(r, len, inner);
+  const float* yr = y + at;
+  const float* dr = dy + at;
+  float* out = dx + at;
   double s = 0.0;
-  for (std::size_t j = threadIdx.x; j < cols; j += kWarp) {
-    s += log ? static_cast<double>(dr[j]) : static_cast<double>(dr[j]) * yr[j];
+  for (std::size_t j = threadIdx.x; j < len; j += kWarp) {
+    const std::size_t e = j * inner;
+    s += log ? static_cast<double>(dr[e]) : static_cast<double>(dr[e]) * yr[e];
   }
   const float sum = static_cast<float>(warp_sum(s));
-  for (std::size_t j = threadIdx.x; j < cols; j += kWarp) {
-    out[j] = log ? dr[j] - expf(yr[j]) * sum : yr[j] * (dr[j] - sum);
+  for (std::size_t j = threadIdx.x; j < len; j += kWarp) {
+    const std::size_t e = j * inner;
+    out[e] = log ? dr[e] - expf(yr[e]) * sum : yr[e] * (dr[e] - sum);
   }
 }
 
@@ -96,22 +106,25 @@ void check_rows(std::size_t rows, const char* op) {
 
 }  // namespace
 
-void softmax_forward(const RunContext& ctx, bool log, const float* x, std::size_t rows,
-                     std::size_t cols, float* y) {
+void softmax_forward(const RunContext& ctx, bool log, const float* x, std::size_t outer,
+                     std::size_t len, std::size_t inner, float* y) {
   cudaStream_t s = detail::stream_of(ctx, "softmax_forward");
-  if (rows == 0 || cols == 0) return;
+  const std::size_t rows = outer * inner;
+  if (rows == 0 || len == 0) return;
   check_rows(rows, "softmax_forward");
-  forward_kernel<<<row_blocks(rows), dim3(kWarp, kRowsPerBlock), 0, s>>>(log, x, rows, cols, y);
+  forward_kernel<<<row_blocks(rows), dim3(kWarp, kRowsPerBlock), 0, s>>>(log, x, rows, len, inner,
+                                                                         y);
   detail::check_launch(ctx, "softmax_forward");
 }
 
 void softmax_backward(const RunContext& ctx, bool log, const float* y, const float* dy,
-                      std::size_t rows, std::size_t cols, float* dx) {
+                      std::size_t outer, std::size_t len, std::size_t inner, float* dx) {
   cudaStream_t s = detail::stream_of(ctx, "softmax_backward");
-  if (rows == 0 || cols == 0) return;
+  const std::size_t rows = outer * inner;
+  if (rows == 0 || len == 0) return;
   check_rows(rows, "softmax_backward");
-  backward_kernel<<<row_blocks(rows), dim3(kWarp, kRowsPerBlock), 0, s>>>(log, y, dy, rows, cols,
-                                                                          dx);
+  backward_kernel<<<row_blocks(rows), dim3(kWarp, kRowsPerBlock), 0, s>>>(log, y, dy, rows, len,
+                                                                          inner, dx);
   detail::check_launch(ctx, "softmax_backward");
 }
 

@@ -1,9 +1,10 @@
 """Private: the array functions gluon needs that depengine.np / npx do not have yet.
 
 Each is written from existing bound ops (one C++ op per call, no per-element Python), and
-each is a swap point: when the native op lands (npx.log_softmax and npx.dropout from the conv
-and d2l work, a fused dense and a checked pick), the function below picks it up by name, and
-the composite can go. Gluon code calls only these names, never the composites directly.
+each is a swap point: where the native op exists (npx.softmax, npx.log_softmax and npx.pick
+from the CNN work, for the last axis of a 2-d array; npx.dropout once it lands), the function
+below calls it by name for the cases it covers and composes the rest. Gluon code calls only
+these names, never the composites directly.
 """
 import numpy as _numpy
 
@@ -37,9 +38,13 @@ def softmax_cross_entropy(pred, label, from_logits):
     return _gluon.softmax_cross_entropy(pred, label.reshape(-1), from_logits).reshape(-1, 1)
 
 
+def _last(x, axis):
+    return x.ndim > 0 and axis % x.ndim == x.ndim - 1
+
+
 def log_softmax(x, axis=-1):
     native = _native("log_softmax")
-    if native is not None and x.ndim and axis % x.ndim == x.ndim - 1:
+    if native is not None and _last(x, axis):  # the native op: the last axis only
         return native(x, axis=-1)
     shifted = x - x.max(axis=axis, keepdims=True)
     return shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
@@ -47,7 +52,7 @@ def log_softmax(x, axis=-1):
 
 def softmax(x, axis=-1):
     native = _native("softmax")
-    if native is not None and x.ndim and axis % x.ndim == x.ndim - 1:
+    if native is not None and _last(x, axis):
         return native(x, axis=-1)
     e = np.exp(x - x.max(axis=axis, keepdims=True))
     return e / e.sum(axis=axis, keepdims=True)
@@ -68,8 +73,8 @@ def pick(data, index, axis=-1):
     keepdims=True). The composite compares `index` with every class index: an index out of
     range picks nothing (0) instead of failing."""
     native = _native("pick")
-    if native is not None and data.ndim == 2 and axis % 2 == 1:
-        return native(data, index, axis=-1, keepdims=True)
+    if native is not None and data.ndim == 2 and _last(data, axis):  # native: 2-d, last axis
+        return native(data, index.reshape(-1), axis=-1, keepdims=True)
     nd = data.ndim
     ax = axis % nd
     classes_shape = [1] * nd
@@ -97,6 +102,8 @@ def mean_except(x, axis):
     if x.ndim <= 1:
         return x
     ax = axis % x.ndim
+    if x.size == x.shape[ax]:  # every other axis has length 1: nothing to average
+        return x.reshape(x.shape[ax])
     if ax == 0:
         return x.reshape(x.shape[0], -1).mean(axis=1)
     if ax == x.ndim - 1:

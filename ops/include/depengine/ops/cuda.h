@@ -74,10 +74,10 @@ void conv2d_backward_bias(const RunContext& ctx, const Conv2d& g, const float* d
 void pool2d_forward(const RunContext& ctx, Pool op, const Pool2d& g, const float* x, float* y);
 void pool2d_backward(const RunContext& ctx, Pool op, const Pool2d& g, const float* x,
                      const float* dy, float* dx);
-void softmax_forward(const RunContext& ctx, bool log, const float* x, std::size_t rows,
-                     std::size_t cols, float* y);
+void softmax_forward(const RunContext& ctx, bool log, const float* x, std::size_t outer,
+                     std::size_t len, std::size_t inner, float* y);
 void softmax_backward(const RunContext& ctx, bool log, const float* y, const float* dy,
-                      std::size_t rows, std::size_t cols, float* dx);
+                      std::size_t outer, std::size_t len, std::size_t inner, float* dx);
 void nll_loss_forward(const RunContext& ctx, const float* logp, const float* labels,
                       std::size_t rows, std::size_t cols, float* loss);
 void nll_loss_backward(const RunContext& ctx, const float* dloss, const float* labels,

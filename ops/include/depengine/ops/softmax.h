@@ -1,11 +1,13 @@
-// depengine/ops/softmax.h — softmax and log-softmax along the rows of a rows×cols matrix,
-// their gradients, and the negative log-likelihood of log-probabilities.
+// depengine/ops/softmax.h — softmax and log-softmax along one axis, their gradients, and the
+// negative log-likelihood of log-probabilities.
 //
-//   depengine::ops::cpu::softmax_forward(ctx, true, x, rows, cols, logp);   // log_softmax
+//   depengine::ops::cpu::softmax_forward(ctx, true, x, rows, cols, 1, logp);  // log_softmax
 //   depengine::ops::cpu::nll_loss_forward(ctx, logp, labels, rows, cols, loss);
 //
-// Rows are independent; each is computed by one task in a fixed order (sums in double), so
-// results are the same bits on any number of threads. Thread-safe.
+// The softmax kernels see the array as [outer, len, inner] (row-major) and normalize along
+// len: a rows×cols matrix along its rows is (rows, cols, 1). Each of the outer·inner lines is
+// computed by one task in a fixed order (sums in double), so results are the same bits on
+// any number of threads. Thread-safe.
 #pragma once
 
 #include <cstddef>
@@ -14,13 +16,13 @@
 
 namespace depengine::ops::cpu {
 
-// y = softmax(x) row by row, or log(softmax(x)) when `log`. y may alias x.
-void softmax_forward(const RunContext& ctx, bool log, const float* x, std::size_t rows,
-                     std::size_t cols, float* y);
+// y = softmax(x) along len, or log(softmax(x)) when `log`. y may alias x.
+void softmax_forward(const RunContext& ctx, bool log, const float* x, std::size_t outer,
+                     std::size_t len, std::size_t inner, float* y);
 // dx from the forward's output y and dy: y·(dy − Σ dy·y) for softmax, dy − exp(y)·Σ dy for
-// log-softmax. dx may alias dy.
+// log-softmax, the sums along len. dx may alias dy.
 void softmax_backward(const RunContext& ctx, bool log, const float* y, const float* dy,
-                      std::size_t rows, std::size_t cols, float* dx);
+                      std::size_t outer, std::size_t len, std::size_t inner, float* dx);
 
 // loss[r] = −logp[r, labels[r]], labels holding class indices as floats. Throws Error for a
 // label that is not an index in [0, cols) (before anything is written).

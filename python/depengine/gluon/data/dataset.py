@@ -35,6 +35,10 @@ class _TransformFirst:
     def __call__(self, x, *args):
         return (self._fn(x),) + args if args else self._fn(x)
 
+    @property
+    def batchable(self):
+        return getattr(self._fn, "batchable", False)
+
 
 class _LazyTransformDataset(Dataset):
     def __init__(self, data, fn):
@@ -47,6 +51,17 @@ class _LazyTransformDataset(Dataset):
     def __getitem__(self, idx):
         item = self._data[idx]
         return self._fn(*item) if isinstance(item, tuple) else self._fn(item)
+
+    def _batch(self, indices):
+        """The batch's fields as host arrays, the transform applied to the whole batch at once
+        (DataLoader's fast path), or None when the transform works on one sample only."""
+        gather = getattr(self._data, "_batch", None)
+        if gather is None or not getattr(self._fn, "batchable", False):
+            return None
+        fields = gather(indices)
+        if fields is None:
+            return None
+        return [self._fn._fn(fields[0])] + list(fields[1:])
 
 
 class SimpleDataset(Dataset):
@@ -93,7 +108,8 @@ class ArrayDataset(Dataset):
             return self._data[0][idx]
         return tuple(a[idx] for a in self._data)
 
-    def _host_fields(self):
+    def _batch(self, indices):
+        """The batch's fields as host arrays: one gather per field (DataLoader's fast path)."""
         if self._hosts is None:
             self._hosts = [_host(a) for a in self._data]
-        return self._hosts
+        return [h[indices] for h in self._hosts]

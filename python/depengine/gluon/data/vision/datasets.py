@@ -70,6 +70,12 @@ class _IdxImages(Dataset):
             return self._transform(self._data[idx], self._label[idx])
         return self._data[idx], self._label[idx]
 
+    def _batch(self, indices):
+        """(images, labels) of the batch (DataLoader's fast path); None with a transform=."""
+        if self._transform is not None:
+            return None
+        return [self._data[indices], self._label[indices]]
+
 
 class FashionMNIST(_IdxImages):
     """Fashion-MNIST from local IDX files (gzipped or not). Default root: Debian's
