@@ -1,12 +1,19 @@
-"""What the Python MLP peers (mlp_numpy.py, mlp_mxnet.py) share with each other: the
-Fashion-MNIST IDX files of Debian's dataset-fashion-mnist, the normalization of
-`depengine train`, the initial weights (one seeded NumPy draw, so both peers start from the
-same weights), and the command line."""
+"""What the Python peers share with each other: the Fashion-MNIST IDX files of Debian's
+dataset-fashion-mnist, the normalization of `depengine train`, and, so that every peer starts
+from the same weights and sees the same examples in the same order:
+
+- for the MLP (mlp_numpy.py, mlp_mxnet.py, mlp_torch.py): the initial weights (one seeded
+  NumPy draw) and the command line;
+- for the CNN of issue 25 (cnn_torch.py, cnn_mxnet.py): the training slice and its order per
+  epoch (those of `depengine train --limit`), the fixed test slice, the initial weights, the
+  command line and the machine-readable result line that cnn_side_by_side.py reads."""
 import argparse
 import gzip
+import json
 import os
 import struct
 import sys
+import time
 
 import numpy as np
 
@@ -59,7 +66,13 @@ def parse_args():
     p.add_argument("--lr", type=float, default=0.1)
     p.add_argument("--lr-decay", type=float, default=0.8)
     p.add_argument("--seed", type=int, default=42)
-    return p.parse_args()
+    p.add_argument("--threads", type=int, default=os.cpu_count() or 1,
+                   help="intra-op threads of the peer (PyTorch's torch.set_num_threads); "
+                        "default: the cores")
+    a = p.parse_args()
+    if a.threads < 1:
+        p.error(f"--threads must be at least 1, got {a.threads}")
+    return a
 
 
 def header():
@@ -70,3 +83,126 @@ def header():
 def epoch_line(epoch, loss, train_acc, test_acc, examples_per_s, secs):
     return (f"{epoch:5d} {loss:8.4f} {100 * train_acc:8.2f}% {100 * test_acc:8.2f}% "
             f"{examples_per_s:10.0f} {secs:10.2f}")
+
+
+# ---- The CNN of issue 25 (the second source's `Net`) ----------------------------------------
+
+CNN_LAYERS = (  # layer, weight shape in the (out, in[, kh, kw]) layout of PyTorch and MXNet
+    ("conv1", (32, 1, 3, 3)), ("conv2", (64, 32, 3, 3)), ("fc1", (128, 9216)), ("fc2", (10, 128)),
+)
+
+
+def cnn_initial_weights(seed):
+    """{"conv1.weight": ..., "conv1.bias": ..., ...} float32, drawn as PyTorch initializes
+    Conv2d and Linear by default (weights and biases uniform in +-1/sqrt(fan_in)) from one
+    seeded NumPy generator, so that every peer starts from the same weights."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for layer, shape in CNN_LAYERS:
+        bound = 1.0 / np.sqrt(np.prod(shape[1:]))
+        out[layer + ".weight"] = rng.uniform(-bound, bound, shape).astype(np.float32)
+        out[layer + ".bias"] = rng.uniform(-bound, bound, shape[0]).astype(np.float32)
+    return out
+
+
+_M64 = (1 << 64) - 1
+
+
+def train_order(seed, n, epoch):
+    """The order in which `depengine train` (tools/fashion_mnist/pipeline.cc) visits n examples
+    in epoch `epoch` (0-based): a Fisher-Yates shuffle driven by splitmix64, seeded with
+    seed ^ (0xd1b54a32d192ed03 * (epoch + 1)). Every CNN row uses it, so that Python and C++
+    see the same batches."""
+    idx = list(range(n))
+    state = (seed ^ (0xd1b54a32d192ed03 * (epoch + 1))) & _M64
+    for i in range(n - 1, 0, -1):
+        state = (state + 0x9e3779b97f4a7c15) & _M64
+        z = ((state ^ (state >> 30)) * 0xbf58476d1ce4e5b9) & _M64
+        z = ((z ^ (z >> 27)) * 0x94d049bb133111eb) & _M64
+        j = (z ^ (z >> 31)) % (i + 1)
+        idx[i], idx[j] = idx[j], idx[i]
+    return np.array(idx, dtype=np.int64)
+
+
+def cnn_train_slice(limit, who):
+    """The first `limit` training images (limit, 1, 28, 28) float32 normalized and their labels
+    (int64), as `depengine train --limit` takes them; visit them in train_order."""
+    x, y = load("train", who)
+    if not 1 <= limit <= len(y):
+        sys.exit(f"--limit must be in [1, {len(y)}], got {limit}")
+    return normalize(x[:limit]).reshape(-1, 1, 28, 28), y[:limit].astype(np.int64)
+
+
+def cnn_test_slice(limit, who):
+    """The first `limit` test images, normalized, and their labels."""
+    x, y = load("test", who)
+    if not 1 <= limit <= len(y):
+        sys.exit(f"--test-limit must be in [1, {len(y)}], got {limit}")
+    return normalize(x[:limit]).reshape(-1, 1, 28, 28), y[:limit].astype(np.int64)
+
+
+def cnn_parse_args(who, extra=None):
+    p = argparse.ArgumentParser(prog=who, description="The CNN of issue 25 (conv 3x3 1->32, "
+                                "ReLU, conv 3x3 32->64, ReLU, max-pool 2, dropout 0.25, dense "
+                                "9216->128, ReLU, dropout 0.5, dense 10, log-softmax, NLL)")
+    p.add_argument("--limit", type=int, default=12000,
+                   help="train on the first N training images (default 12000)")
+    p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--optimizer", choices=["adam", "adadelta"], default="adam")
+    p.add_argument("--lr", type=float, help="default: 1e-3 for adam, 1.0 for adadelta")
+    p.add_argument("--sleep-ms", type=float, default=0.0,
+                   help="Python-side work per batch: a time.sleep standing for a data pipeline")
+    p.add_argument("--threads", type=int, default=os.cpu_count() or 1,
+                   help="compute threads (default: the cores)")
+    p.add_argument("--test-limit", type=int, default=10000, help="test images (default 10000)")
+    p.add_argument("--seed", type=int, default=42)
+    if extra:
+        extra(p)
+    a = p.parse_args()
+    if a.lr is None:
+        a.lr = 1e-3 if a.optimizer == "adam" else 1.0
+    for name in ("epochs", "batch", "threads"):
+        if getattr(a, name) < 1:
+            p.error(f"--{name} must be at least 1, got {getattr(a, name)}")
+    if not a.lr > 0 or a.sleep_ms < 0:
+        p.error("--lr must be positive and --sleep-ms not negative")
+    if a.optimizer == "adadelta" and a.lr != 1.0:
+        p.error("--optimizer adadelta: MXNet 1.9's AdaDelta (and depengine.gluon's) has no "
+                "learning rate, so only --lr 1.0 is the same update in every runtime")
+    return a
+
+
+class Meter:
+    """Wall and process CPU time (every thread of the process) over the training loop:
+    utilization = CPU time / (wall x cores)."""
+
+    def __init__(self):
+        self.wall = self.cpu = 0.0
+
+    def __enter__(self):
+        self._w, self._c = time.perf_counter(), time.process_time()
+        return self
+
+    def __exit__(self, *exc):
+        self.wall += time.perf_counter() - self._w
+        self.cpu += time.process_time() - self._c
+
+
+def cnn_epoch_line(epoch, loss, test_acc, examples_per_s, secs, util):
+    return (f"epoch {epoch}: loss {loss:.4f}, test acc {100 * test_acc:.2f}%, "
+            f"{examples_per_s:.0f} examples/s, {secs:.2f} s, utilization {100 * util:.1f}%")
+
+
+def cnn_result(runtime, a, examples, meter, loss, test_acc):
+    """The one machine-readable line (RESULT {json}) of a run, which cnn_side_by_side.py reads."""
+    cores = os.cpu_count() or 1
+    print("RESULT " + json.dumps({
+        "runtime": runtime, "examples": examples, "wall_s": round(meter.wall, 4),
+        "examples_per_s": round(examples / meter.wall, 2), "test_acc": round(test_acc, 5),
+        "loss": round(loss, 5), "utilization": round(meter.cpu / (meter.wall * cores), 4),
+        "utilization_kind": "process CPU time / (wall x cores)",
+        "cpu_utilization": round(meter.cpu / (meter.wall * cores), 4), "cores": cores,
+        "threads": a.threads, "batch": a.batch, "optimizer": a.optimizer, "lr": a.lr,
+        "sleep_ms": a.sleep_ms, "epochs": a.epochs, "limit": a.limit,
+        "test_limit": a.test_limit, "seed": a.seed}), flush=True)

@@ -1,17 +1,26 @@
 #!/usr/bin/python3
 """The Fashion-MNIST MLP (784-256-10, batch 256) side by side, in one run on one machine:
-depengine's threaded engine (pushing each step, and replaying it recorded: --replay), its naive engine fully serial (--threads 1) and with parallel
-kernels (the default), NumPy (synchronous, OpenBLAS on every core) and MXNet 1.9.1's
-threaded engine (when bench/peers/setup-mxnet.sh could install it). The runtimes take
-turns, round by round, so a noisy moment hits all of them; each figure is the median over
-the rounds of a run's examples/s over all its epochs (training time only).
+depengine's threaded engine from C++ (pushing each step, and replaying it recorded:
+--replay), its naive engine fully serial (--threads 1) and with parallel kernels (the
+default), depengine from Python with depengine.gluon (examples/python/mlp_gluon.py, in the
+venv scripts/main.sh makes), NumPy (synchronous, OpenBLAS on every core), MXNet 1.9.1's
+threaded engine and PyTorch eager on the CPU (when bench/peers/setup-mxnet.sh and
+setup-torch.sh could install them). The runtimes take turns, round by round, so a noisy
+moment hits all of them; each figure is the median over the rounds of a run's examples/s
+over all its epochs (training time only).
 
     cmake --build build/release --target depengine_cli
-    bash bench/peers/setup-mxnet.sh                  # optional: MXNet's peer
+    bash bench/peers/setup-mxnet.sh; bash bench/peers/setup-torch.sh   # optional: the peers
+    python3 -m venv build/python-venv && build/python-venv/bin/pip install .  # optional
     bench/peers/mlp_side_by_side.py [--rounds 3] [--epochs 3] [--build build/release]
 
-Prints a Markdown table (also to --md FILE). MXNet runs with OMP_NUM_THREADS set to the
-cores (its default is half the cores on x86, one thread on a 2-core machine).
+Prints a Markdown table (also to --md FILE); a row that cannot run is reported as missing
+with the reason. MXNet runs with OMP_NUM_THREADS set to the cores (its default is half the
+cores on x86, one thread on a 2-core machine), PyTorch with torch.set_num_threads(cores),
+depengine from Python with DEPENGINE_CPU_THREADS=cores. Both OpenMP peers run with
+OMP_WAIT_POLICY=PASSIVE: on cores that other jobs share, PyTorch's OpenMP threads spin at
+each barrier while the one they wait for is descheduled (measured here at load average 21,
+2 threads: 695 examples/s with the default policy, 18,581 with PASSIVE, 17,087 on 1 thread).
 """
 import argparse
 import os
@@ -21,29 +30,53 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# epoch loss train-acc test-acc examples/s epoch-s [compute% [pipeline%]]
 EPOCH_LINE = re.compile(r"^\s*(\d+)\s+([0-9.]+)\s+([0-9.]+)%\s+([0-9.]+)%\s+([0-9.]+)\s+([0-9.]+)"
-                        r"(?:\s+([0-9.]+)%\s+([0-9.]+)%)?")
+                        r"(?:\s+([0-9.]+)%)?")
+
+
+def depengine_python_missing(python):
+    """Why depengine.gluon cannot run from `python`, or None."""
+    if not os.access(python, os.X_OK):
+        return (f"{os.path.relpath(python, ROOT)} not found: python3 -m venv build/python-venv "
+                "&& build/python-venv/bin/pip install .")
+    p = subprocess.run([python, "-c", "from depengine import gluon; gluon.nn.Dense, gluon.Trainer"],
+                       capture_output=True, text=True, cwd=ROOT)
+    if p.returncode != 0:
+        lines = p.stderr.strip().splitlines()
+        return f"depengine.gluon does not import ({lines[-1] if lines else p.returncode})"
+    return None
 
 
 def runtimes(build, epochs):
+    """(name, command, environment, why it is missing or None) per runtime."""
     cli = os.path.join(build, "tools", "depengine", "depengine")
     if not os.access(cli, os.X_OK):
         sys.exit(f"mlp_side_by_side: {cli} not found (cmake --build {build} --target depengine_cli)")
     train = [cli, "train", "--model", "mlp", "--batch", "256", "--epochs", str(epochs)]
     cores = os.cpu_count() or 1
     out = [
-        ("depengine threaded", train + ["--engine", "threaded"], None),
-        ("depengine threaded, --replay", train + ["--engine", "threaded", "--replay"], None),
-        ("depengine naive, 1 thread", train + ["--engine", "naive", "--threads", "1"], None),
-        ("depengine naive, parallel kernels", train + ["--engine", "naive"], None),
-        ("numpy", ["/usr/bin/python3", os.path.join(ROOT, "bench/peers/mlp_numpy.py"),
-                   "--epochs", str(epochs)], None),
+        ("depengine threaded", train + ["--engine", "threaded"], None, None),
+        ("depengine threaded, --replay", train + ["--engine", "threaded", "--replay"], None, None),
+        ("depengine naive, 1 thread", train + ["--engine", "naive", "--threads", "1"], None, None),
+        ("depengine naive, parallel kernels", train + ["--engine", "naive"], None, None),
     ]
-    venv_python = os.path.join(ROOT, "build", "mxnet-venv", "bin", "python")
-    mxnet = [venv_python, os.path.join(ROOT, "bench/peers/mlp_mxnet.py"), "--epochs", str(epochs)]
-    env = dict(os.environ, OMP_NUM_THREADS=str(cores))
-    out.append(("mxnet 1.9.1 (ThreadedEnginePerDevice)", mxnet if os.access(venv_python, os.X_OK)
-                else None, env))
+    dpy = os.path.join(ROOT, "build", "python-venv", "bin", "python")
+    out.append(("depengine from Python (gluon)",
+                [dpy, os.path.join(ROOT, "examples/python/mlp_gluon.py"), "--epochs", str(epochs)],
+                dict(os.environ, DEPENGINE_CPU_THREADS=str(cores)), depengine_python_missing(dpy)))
+    out.append(("numpy", ["/usr/bin/python3", os.path.join(ROOT, "bench/peers/mlp_numpy.py"),
+                          "--epochs", str(epochs)], None, None))
+    mpy = os.path.join(ROOT, "build", "mxnet-venv", "bin", "python")
+    out.append(("mxnet 1.9.1 (ThreadedEnginePerDevice)",
+                [mpy, os.path.join(ROOT, "bench/peers/mlp_mxnet.py"), "--epochs", str(epochs)],
+                dict(os.environ, OMP_NUM_THREADS=str(cores), OMP_WAIT_POLICY="PASSIVE"),
+                None if os.access(mpy, os.X_OK) else "bash bench/peers/setup-mxnet.sh"))
+    tpy = os.path.join(ROOT, "build", "torch-venv", "bin", "python")
+    out.append(("pytorch eager",
+                [tpy, os.path.join(ROOT, "bench/peers/mlp_torch.py"), "--epochs", str(epochs),
+                 "--threads", str(cores)], dict(os.environ, OMP_WAIT_POLICY="PASSIVE"),
+                None if os.access(tpy, os.X_OK) else "bash bench/peers/setup-torch.sh"))
     return out
 
 
@@ -71,11 +104,11 @@ def main():
     a = ap.parse_args()
 
     rts = runtimes(a.build, a.epochs)
-    results = {name: [] for name, _, _ in rts}
+    results = {name: [] for name, _, _, _ in rts}
     errors = {}
     for r in range(a.rounds):
-        for name, cmd, env in rts:
-            if cmd is None or name in errors:
+        for name, cmd, env, missing in rts:
+            if missing or name in errors:
                 continue
             try:
                 results[name].append(run_once(cmd, env))
@@ -86,15 +119,16 @@ def main():
     base = results["depengine threaded"]
     base_rate = statistics.median(x[0] for x in base) if base else None
     lines = [f"MLP 784-256-10, batch 256, {a.epochs} epochs per run, median of {a.rounds} rounds "
-             f"(runtimes interleaved), {os.cpu_count()} cores; load average at the end "
+             f"(runtimes interleaved), {os.cpu_count()} cores, OMP_WAIT_POLICY=PASSIVE for MXNet "
+             f"and PyTorch; load average at the end "
              f"{os.getloadavg()[0]:.2f}.", "",
              "| runtime | examples/s | epoch s | threaded depengine vs this | test acc (last epoch) "
              "| compute busy |",
              "|---|---:|---:|---:|---:|---:|"]
-    for name, cmd, _ in rts:
+    for name, _, _, missing in rts:
         runs = results[name]
-        if cmd is None:
-            lines.append(f"| {name} | missing (bash bench/peers/setup-mxnet.sh) | | | | |")
+        if missing:
+            lines.append(f"| {name} | missing ({missing}) | | | | |")
             continue
         if not runs:
             lines.append(f"| {name} | failed: {errors.get(name, '?')} | | | | |")
