@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "autograd_internal.h"
+#include "depengine/ndarray_ops.h"
 
 namespace depengine {
 namespace autograd {
@@ -350,17 +351,13 @@ void bump_version(const NDArray& a) noexcept {
 
 NDArray sum_to(const NDArray& g, const Shape& shape) {
   if (g.shape() == shape) return g;
-  NDArray r = g;
-  // Leading axes that the input did not have.
-  while (r.ndim() > shape.size()) r = nd::sum(r, 0);
-  for (std::size_t d = 0; d < shape.size(); ++d) {
-    if (shape[d] == 1 && r.shape()[d] != 1) {
-      Shape kept = r.shape();
-      kept[d] = 1;
-      r = nd::sum(r, static_cast<int>(d)).reshape(kept);
-    }
+  // The leading axes that the input did not have, and those where it was 1: one reduction.
+  const std::size_t lead = g.ndim() - shape.size();
+  std::vector<int> axes;
+  for (std::size_t d = 0; d < g.ndim(); ++d) {
+    if (d < lead || (shape[d - lead] == 1 && g.shape()[d] != 1)) axes.push_back(static_cast<int>(d));
   }
-  return r;
+  return nd::sum(g, axes).reshape(shape);
 }
 
 }  // namespace detail

@@ -20,6 +20,7 @@
 #include "depengine/config.h"
 #include "depengine/ops/elementwise.h"
 #include "depengine/ops/reduce.h"
+#include "depengine/ops/strided.h"
 #include "depengine/stream.h"
 
 #if DEPENGINE_HAS_CUDA
@@ -55,6 +56,12 @@ void reduce_axis(const RunContext& ctx, Reduce op, const float* a, std::size_t o
 
 void transpose(const RunContext& ctx, const float* a, std::size_t rows, std::size_t cols,
                float* out);
+
+// As ops::cpu's (depengine/ops/strided.h). Gathers and scatters have no GPU kernel yet.
+void strided_copy(const RunContext& ctx, const float* src, std::ptrdiff_t src_offset, float* dst,
+                  std::ptrdiff_t dst_offset, const Strided& s);
+void reduce_axes(const RunContext& ctx, Reduce op, const float* a, const ReduceAxes& r,
+                 float* out);
 
 // Memory. Device buffers come from the device's stream-ordered pool (cudaMallocAsync), so a
 // buffer freed on a stream is reused by later work on that stream without a sync.
