@@ -270,9 +270,11 @@ namespace detail {
 Node::~Node() {
   // Unlink the inputs into a local list and release them one at a time, so that dropping the
   // last handle of a long chain does not recurse once per node.
+  // An input that others hold too (a variable, a shared intermediate) is released here: its
+  // destructor does not run, so it needs no list.
   std::vector<std::shared_ptr<Node>> pending;
   for (Edge& e : inputs) {
-    if (e.node) pending.push_back(std::move(e.node));
+    if (e.node && e.node.use_count() == 1) pending.push_back(std::move(e.node));
   }
   while (!pending.empty()) {
     std::shared_ptr<Node> n = std::move(pending.back());
@@ -301,22 +303,24 @@ bool should_record(const std::vector<NDArray>& inputs) noexcept {
   return false;
 }
 
-void record_op(std::string name, const std::vector<NDArray>& inputs,
-               const std::vector<NDArray*>& outputs, Saved saved, BackwardFn backward) {
+namespace {
+
+void record(std::string name, const NDArray* inputs, std::size_t n_in, NDArray* const* outputs,
+            std::size_t n_out, Saved saved, BackwardFn backward) {
   auto n = std::make_shared<Node>();
   n->seq = g_seq.fetch_add(1, std::memory_order_relaxed);
   n->name = std::move(name);
-  n->inputs.reserve(inputs.size());
-  n->input_shapes.reserve(inputs.size());
-  for (const NDArray& a : inputs) {
-    n->inputs.push_back({ArrayInternals::node(a), ArrayInternals::output(a)});
-    n->input_shapes.push_back(a.shape());
+  n->inputs.reserve(n_in);
+  n->input_shapes.reserve(n_in);
+  for (std::size_t i = 0; i < n_in; ++i) {
+    n->inputs.push_back({ArrayInternals::node(inputs[i]), ArrayInternals::output(inputs[i])});
+    n->input_shapes.push_back(inputs[i].shape());
   }
-  const depengine::detail::Chunk& first = depengine::detail::require(*outputs.begin()[0], "record");
+  const depengine::detail::Chunk& first = depengine::detail::require(*outputs[0], "record");
   n->engine = first.engine;
   n->device = first.device;
-  n->output_shapes.reserve(outputs.size());
-  for (const NDArray* o : outputs) n->output_shapes.push_back(o->shape());
+  n->output_shapes.reserve(n_out);
+  for (std::size_t i = 0; i < n_out; ++i) n->output_shapes.push_back(outputs[i]->shape());
   n->saved_versions.reserve(saved.size());
   for (NDArray& s : saved) {
     s = s.detach();
@@ -324,14 +328,30 @@ void record_op(std::string name, const std::vector<NDArray>& inputs,
   }
   n->saved = std::move(saved);
   n->backward = std::move(backward);
-  std::uint32_t i = 0;
-  for (NDArray* o : outputs) ArrayInternals::set_history(*o, n, i++);
+  for (std::size_t i = 0; i + 1 < n_out; ++i) {
+    ArrayInternals::set_history(*outputs[i], n, static_cast<std::uint32_t>(i));
+  }
+  ArrayInternals::set_history(*outputs[n_out - 1], std::move(n), static_cast<std::uint32_t>(n_out - 1));
+}
+
+}  // namespace
+
+void record_op(std::string name, std::initializer_list<NDArray> inputs,
+               std::initializer_list<NDArray*> outputs, Saved saved, BackwardFn backward) {
+  record(std::move(name), inputs.begin(), inputs.size(), outputs.begin(), outputs.size(),
+         std::move(saved), std::move(backward));
 }
 
 void record_op(std::string name, const std::vector<NDArray>& inputs,
                std::initializer_list<NDArray*> outputs, Saved saved, BackwardFn backward) {
-  record_op(std::move(name), inputs, std::vector<NDArray*>(outputs), std::move(saved),
-            std::move(backward));
+  record(std::move(name), inputs.data(), inputs.size(), outputs.begin(), outputs.size(),
+         std::move(saved), std::move(backward));
+}
+
+void record_op(std::string name, const std::vector<NDArray>& inputs,
+               const std::vector<NDArray*>& outputs, Saved saved, BackwardFn backward) {
+  record(std::move(name), inputs.data(), inputs.size(), outputs.data(), outputs.size(),
+         std::move(saved), std::move(backward));
 }
 
 void in_place(const NDArray& a, std::initializer_list<const NDArray*> others, const char* op) {

@@ -72,6 +72,9 @@ bool should_record(const std::vector<NDArray>& inputs) noexcept;
 // Appends a node for the op `name` that read `inputs` and made `outputs` (their history is
 // set to it; outputs must be defined arrays on one engine). `saved` are kept, detached, with
 // their storage versions, and handed to `backward`.
+// (The initializer_list forms build no vector: recording is on the push path of every op.)
+void record_op(std::string name, std::initializer_list<NDArray> inputs,
+               std::initializer_list<NDArray*> outputs, Saved saved, BackwardFn backward);
 void record_op(std::string name, const std::vector<NDArray>& inputs,
                std::initializer_list<NDArray*> outputs, Saved saved, BackwardFn backward);
 void record_op(std::string name, const std::vector<NDArray>& inputs,

@@ -24,9 +24,11 @@ long norm_index(long long i, std::size_t n, std::size_t dim) {
   return static_cast<long>(i < 0 ? i + len : i);
 }
 
+// An int, or an integer with __index__ (a NumPy integer); a bool is not an index here, and an
+// array (a sequence) indexes by its elements.
 bool is_int(nb::handle k) {
   return !PyBool_Check(k.ptr()) && PyIndex_Check(k.ptr()) && !nb::isinstance<NDArray>(k) &&
-         !PyObject_HasAttrString(k.ptr(), "__array_interface__");
+         !PySequence_Check(k.ptr());
 }
 
 // A key element that indexes by an array: its NumPy view (bool or integer), or a depengine
@@ -40,7 +42,7 @@ struct Advanced {
 std::optional<Advanced> advanced(nb::handle k) {
   if (nb::isinstance<NDArray>(k)) return Advanced{nb::cast<NDArray>(k), nb::object(), false};
   const bool seq = PyList_Check(k.ptr()) || PyObject_TypeCheck(k.ptr(), &PyRange_Type) ||
-                   PyObject_HasAttrString(k.ptr(), "__array_interface__") || PyBool_Check(k.ptr());
+                   PyObject_HasAttrString(k.ptr(), "__array_interface__");
   if (!seq) return std::nullopt;
   nb::module_ numpy = nb::module_::import_("numpy");
   nb::object a = numpy.attr("asarray")(PyObject_TypeCheck(k.ptr(), &PyRange_Type)
@@ -99,7 +101,7 @@ Plan parse(const NDArray& a, nb::handle key) {
       consumed += adv->mask ? nb::cast<std::size_t>(adv->numpy.attr("ndim")) : 1;
       entries.push_back({Entry::array, k, std::move(adv)});
     } else {
-      throw nb::index_error(("only integers, slices (`:`), ellipsis (`...`), None and integer "
+      throw nb::type_error(("only integers, slices (`:`), ellipsis (`...`), None and integer "
                              "or boolean arrays are valid indices, not " +
                              std::string(Py_TYPE(k.ptr())->tp_name)).c_str());
     }
