@@ -267,3 +267,20 @@ def test_dropout_scales_kept_elements_and_is_identity_outside_training():
     assert (npx.dropout(x, 0.5, mode="always").asnumpy() == 0).any()
     with pytest.raises(ValueError, match="probability"):
         npx.dropout(x, 1.0)
+
+
+def test_comparison_routed_gradients_run_on_a_simulated_gpu():
+    """relu, abs, max and maximum route gradients through comparisons, which once refused
+    GPU arrays; on a simulated GPU they give the CPU's bits."""
+    def grads(ctx):
+        x = np.array([[-2.0, 3.0, 0.5], [3.0, -1.0, 2.0]], ctx=ctx)
+        x.attach_grad()
+        with autograd.record():
+            l = (npx.relu(x) + np.abs(x) * 2 + np.maximum(x, 0.7)).sum() + x.max() + \
+                x.max(axis=1).sum() + x[1, ::2].sum() + (x % 1.5).sum()
+        l.backward()
+        assert x.grad.ctx == ctx
+        return x.grad.asnumpy()
+
+    with de.Engine("threaded", cpu_threads=2, sim_gpus=1):
+        assert grads(npx.gpu(0)).tobytes() == grads(npx.cpu()).tobytes()
