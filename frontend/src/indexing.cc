@@ -374,7 +374,10 @@ NDArray transpose(const NDArray& a, const std::vector<int>& axes) {
   std::vector<bool> seen(s.size(), false);
   for (int x : axes) {
     const std::size_t d = norm_axis(x, s.size(), "transpose");
-    if (seen[d]) throw Error("transpose: repeated axis " + std::to_string(x) + " in axes");
+    if (seen[d]) {
+      throw Error("transpose: repeated axis " + std::to_string(x) + " in axes for an array of shape " +
+                  shape_str(s));
+    }
     seen[d] = true;
     perm.push_back(d);
   }
