@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 #include <utility>
 
@@ -147,6 +148,12 @@ Grads walk(const char* fn, const std::vector<NDArray>& heads,
       for (std::size_t i = 0; i < dx.size(); ++i) {
         const detail::Edge& e = n->inputs[i];
         if (!e.node || !dx[i].defined()) continue;
+        if (dx[i].shape() != n->input_shapes[i]) {
+          // A gradient of the shape the input was broadcast to is summed down to it.
+          const std::optional<Shape> b =
+              depengine::detail::broadcast_shape(dx[i].shape(), n->input_shapes[i]);
+          if (b && *b == dx[i].shape()) dx[i] = detail::sum_to(dx[i], n->input_shapes[i]);
+        }
         if (dx[i].shape() != n->input_shapes[i]) {
           throw Error(std::string(fn) + ": the gradient of " + node_name(*n) + " for input " +
                       std::to_string(i) + " has shape " + shape_str(dx[i].shape()) +

@@ -11,8 +11,9 @@
 //   }
 //
 // A backward function gets the saved arrays and one gradient per output (zeros where an
-// output got none) and returns one gradient per input, of that input's shape, or a null
-// NDArray for an input that gets none. It runs with recording paused, so the ops it calls are
+// output got none) and returns one gradient per input, of that input's shape (or of a shape
+// the input broadcasts to: the walk sums it down, as sum_to), or a null NDArray for an input
+// that gets none. It runs with recording paused, so the ops it calls are
 // pushed like any op. It must not capture NDArrays (they would keep the history alive in a
 // cycle): what it needs goes in `saved`; shapes, scalars and flags may be captured.
 #pragma once

@@ -297,12 +297,12 @@ bool differentiable(ops::Binary op) noexcept {
 NDArray binary_op(ops::Binary op, const NDArray& a, const NDArray& b) {
   NDArray y = binary(op, a, b);
   if (!differentiable(op) || !ag::should_record({&a, &b})) return y;
-  const Shape sa = a.shape(), sb = b.shape();
   const bool na = has_history(a), nb = has_history(b);
-  // Each gradient is computed only for an input with a history.
-  auto pick = [na, nb, sa, sb](NDArray ga, NDArray gb) {
-    return std::vector<NDArray>{na ? ag::sum_to(ga, sa) : NDArray(),
-                                nb ? ag::sum_to(gb, sb) : NDArray()};
+  // Each gradient is computed only for an input with a history, of the output's shape: the
+  // walk sums it over the axes its input was broadcast along. (No shapes captured: recording
+  // is on the push path, and a closure this small needs no allocation.)
+  auto pick = [na, nb](NDArray ga, NDArray gb) {
+    return std::vector<NDArray>{na ? std::move(ga) : NDArray(), nb ? std::move(gb) : NDArray()};
   };
   using S = const ag::Saved&;
   using D = const std::vector<NDArray>&;
