@@ -5,6 +5,7 @@
 #include <atomic>
 #include <mutex>
 #include <optional>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
 
@@ -312,16 +313,25 @@ bool should_record(const std::vector<NDArray>& inputs) noexcept {
 
 namespace {
 
-void record(std::string name, const NDArray* inputs, std::size_t n_in, NDArray* const* outputs,
+// inputs[i] is input(i): the inputs as arrays or as pointers to them.
+template <class Input>
+void record(std::string name, const Input* inputs, std::size_t n_in, NDArray* const* outputs,
             std::size_t n_out, Saved saved, BackwardFn backward) {
+  auto input = [&](std::size_t i) -> const NDArray& {
+    if constexpr (std::is_pointer_v<Input>) {
+      return *inputs[i];
+    } else {
+      return inputs[i];
+    }
+  };
   auto n = std::make_shared<Node>();
   n->seq = g_seq.fetch_add(1, std::memory_order_relaxed);
   n->name = std::move(name);
   n->inputs.reserve(n_in);
   n->input_shapes.reserve(n_in);
   for (std::size_t i = 0; i < n_in; ++i) {
-    n->inputs.push_back({ArrayInternals::node(inputs[i]), ArrayInternals::output(inputs[i])});
-    n->input_shapes.push_back(inputs[i].shape());
+    n->inputs.push_back({ArrayInternals::node(input(i)), ArrayInternals::output(input(i))});
+    n->input_shapes.push_back(input(i).shape());
   }
   const depengine::detail::Chunk& first = depengine::detail::require(*outputs[0], "record");
   n->engine = first.engine;
@@ -330,7 +340,7 @@ void record(std::string name, const NDArray* inputs, std::size_t n_in, NDArray* 
   for (std::size_t i = 0; i < n_out; ++i) n->output_shapes.push_back(outputs[i]->shape());
   n->saved_versions.reserve(saved.size());
   for (NDArray& s : saved) {
-    s = s.detach();
+    ArrayInternals::set_history(s, nullptr, 0);  // detached, without copying its shape
     n->saved_versions.push_back(version_of(s));
   }
   n->saved = std::move(saved);
@@ -344,6 +354,12 @@ void record(std::string name, const NDArray* inputs, std::size_t n_in, NDArray* 
 }  // namespace
 
 void record_op(std::string name, std::initializer_list<NDArray> inputs,
+               std::initializer_list<NDArray*> outputs, Saved saved, BackwardFn backward) {
+  record(std::move(name), inputs.begin(), inputs.size(), outputs.begin(), outputs.size(),
+         std::move(saved), std::move(backward));
+}
+
+void record_op(std::string name, std::initializer_list<const NDArray*> inputs,
                std::initializer_list<NDArray*> outputs, Saved saved, BackwardFn backward) {
   record(std::move(name), inputs.begin(), inputs.size(), outputs.begin(), outputs.size(),
          std::move(saved), std::move(backward));

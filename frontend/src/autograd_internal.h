@@ -76,6 +76,8 @@ bool should_record(const std::vector<NDArray>& inputs) noexcept;
 // (The initializer_list forms build no vector: recording is on the push path of every op.)
 void record_op(std::string name, std::initializer_list<NDArray> inputs,
                std::initializer_list<NDArray*> outputs, Saved saved, BackwardFn backward);
+void record_op(std::string name, std::initializer_list<const NDArray*> inputs,
+               std::initializer_list<NDArray*> outputs, Saved saved, BackwardFn backward);
 void record_op(std::string name, const std::vector<NDArray>& inputs,
                std::initializer_list<NDArray*> outputs, Saved saved, BackwardFn backward);
 void record_op(std::string name, const std::vector<NDArray>& inputs,

@@ -308,46 +308,46 @@ NDArray binary_op(ops::Binary op, const NDArray& a, const NDArray& b) {
   using D = const std::vector<NDArray>&;
   switch (op) {
     case ops::Binary::add:
-      ag::record_op("add", {a, b}, {&y}, {}, [pick](S, D g) { return pick(g[0], g[0]); });
+      ag::record_op("add", {&a, &b}, {&y}, {}, [pick](S, D g) { return pick(g[0], g[0]); });
       break;
     case ops::Binary::sub:
-      ag::record_op("sub", {a, b}, {&y}, {}, [pick, nb](S, D g) {
+      ag::record_op("sub", {&a, &b}, {&y}, {}, [pick, nb](S, D g) {
         return pick(g[0], nb ? -g[0] : NDArray());
       });
       break;
     case ops::Binary::mul:
-      ag::record_op("mul", {a, b}, {&y}, {a, b}, [pick, na, nb](S s, D g) {
+      ag::record_op("mul", {&a, &b}, {&y}, {a, b}, [pick, na, nb](S s, D g) {
         return pick(na ? g[0] * s[1] : NDArray(), nb ? g[0] * s[0] : NDArray());
       });
       break;
     case ops::Binary::div:
       // d(a/b)/db = -a/b² = -y/b.
-      ag::record_op("div", {a, b}, {&y}, {b, y}, [pick, na, nb](S s, D g) {
+      ag::record_op("div", {&a, &b}, {&y}, {b, y}, [pick, na, nb](S s, D g) {
         return pick(na ? g[0] / s[0] : NDArray(), nb ? -(g[0] * s[1]) / s[0] : NDArray());
       });
       break;
     case ops::Binary::pow:
-      ag::record_op("pow", {a, b}, {&y}, {a, b, y}, [pick, na, nb](S s, D g) {
+      ag::record_op("pow", {&a, &b}, {&y}, {a, b, y}, [pick, na, nb](S s, D g) {
         return pick(na ? g[0] * s[1] * nd::pow(s[0], s[1] - 1.0f) : NDArray(),
                     nb ? g[0] * s[2] * nd::log(s[0]) : NDArray());
       });
       break;
     case ops::Binary::maximum:
       // Ties go to a, as MXNet's maximum backward.
-      ag::record_op("maximum", {a, b}, {&y}, {a, b}, [pick, na, nb](S s, D g) {
+      ag::record_op("maximum", {&a, &b}, {&y}, {a, b}, [pick, na, nb](S s, D g) {
         return pick(na ? g[0] * mask(s[0], s[1], nd::Compare::greater_equal) : NDArray(),
                     nb ? g[0] * mask(s[0], s[1], nd::Compare::less) : NDArray());
       });
       break;
     case ops::Binary::minimum:
-      ag::record_op("minimum", {a, b}, {&y}, {a, b}, [pick, na, nb](S s, D g) {
+      ag::record_op("minimum", {&a, &b}, {&y}, {a, b}, [pick, na, nb](S s, D g) {
         return pick(na ? g[0] * mask(s[0], s[1], nd::Compare::less_equal) : NDArray(),
                     nb ? g[0] * mask(s[0], s[1], nd::Compare::greater) : NDArray());
       });
       break;
     case ops::Binary::mod:
       // a mod b = a - floor_div(a, b) · b, the quotient piecewise constant.
-      ag::record_op("mod", {a, b}, {&y}, {a, b}, [pick, nb](S s, D g) {
+      ag::record_op("mod", {&a, &b}, {&y}, {a, b}, [pick, nb](S s, D g) {
         return pick(g[0], nb ? -(g[0] * binary(ops::Binary::floor_div, s[0], s[1])) : NDArray());
       });
       break;
@@ -366,51 +366,51 @@ NDArray scalar_op(ops::Binary op, const NDArray& a, float c, bool scalar_first) 
   const char* name = ops::name(op);
   switch (op) {
     case ops::Binary::add:
-      ag::record_op(name, {a}, {&y}, {}, [](S, D g) { return V{g[0]}; });
+      ag::record_op(name, {&a}, {&y}, {}, [](S, D g) { return V{g[0]}; });
       break;
     case ops::Binary::sub:
-      ag::record_op(name, {a}, {&y}, {}, [scalar_first](S, D g) {
+      ag::record_op(name, {&a}, {&y}, {}, [scalar_first](S, D g) {
         return V{scalar_first ? -g[0] : g[0]};
       });
       break;
     case ops::Binary::mul:
-      ag::record_op(name, {a}, {&y}, {}, [c](S, D g) { return V{g[0] * c}; });
+      ag::record_op(name, {&a}, {&y}, {}, [c](S, D g) { return V{g[0] * c}; });
       break;
     case ops::Binary::div:
       if (scalar_first) {  // d(c/a)/da = -c/a² = -y/a
-        ag::record_op(name, {a}, {&y}, {a, y}, [](S s, D g) { return V{-(g[0] * s[1]) / s[0]}; });
+        ag::record_op(name, {&a}, {&y}, {a, y}, [](S s, D g) { return V{-(g[0] * s[1]) / s[0]}; });
       } else {
-        ag::record_op(name, {a}, {&y}, {}, [c](S, D g) { return V{g[0] / c}; });
+        ag::record_op(name, {&a}, {&y}, {}, [c](S, D g) { return V{g[0] / c}; });
       }
       break;
     case ops::Binary::pow:
       if (scalar_first) {  // d(c^a)/da = c^a · ln c
-        ag::record_op(name, {a}, {&y}, {y}, [c](S s, D g) {
+        ag::record_op(name, {&a}, {&y}, {y}, [c](S s, D g) {
           return V{g[0] * s[0] * std::log(c)};
         });
       } else {
-        ag::record_op(name, {a}, {&y}, {a}, [c](S s, D g) {
+        ag::record_op(name, {&a}, {&y}, {a}, [c](S s, D g) {
           return V{g[0] * (nd::pow(s[0], c - 1.0f) * c)};
         });
       }
       break;
     case ops::Binary::maximum:
-      ag::record_op(name, {a}, {&y}, {a}, [c](S s, D g) {
+      ag::record_op(name, {&a}, {&y}, {a}, [c](S s, D g) {
         return V{g[0] * nd::compare(s[0], c, nd::Compare::greater_equal)};
       });
       break;
     case ops::Binary::minimum:
-      ag::record_op(name, {a}, {&y}, {a}, [c](S s, D g) {
+      ag::record_op(name, {&a}, {&y}, {a}, [c](S s, D g) {
         return V{g[0] * nd::compare(s[0], c, nd::Compare::less_equal)};
       });
       break;
     case ops::Binary::mod:
       if (scalar_first) {  // c mod a = c - floor_div(c, a) · a
-        ag::record_op(name, {a}, {&y}, {a}, [c](S s, D g) {
+        ag::record_op(name, {&a}, {&y}, {a}, [c](S s, D g) {
           return V{-(g[0] * scalar(ops::Binary::floor_div, s[0], c, true))};
         });
       } else {
-        ag::record_op(name, {a}, {&y}, {}, [](S, D g) { return V{g[0]}; });
+        ag::record_op(name, {&a}, {&y}, {}, [](S, D g) { return V{g[0]}; });
       }
       break;
     default:
@@ -428,40 +428,40 @@ NDArray unary_op(ops::Unary op, const NDArray& a) {
   const char* name = ops::name(op);
   switch (op) {
     case ops::Unary::neg:
-      ag::record_op(name, {a}, {&y}, {}, [](S, D g) { return V{-g[0]}; });
+      ag::record_op(name, {&a}, {&y}, {}, [](S, D g) { return V{-g[0]}; });
       break;
     case ops::Unary::exp:
-      ag::record_op(name, {a}, {&y}, {y}, [](S s, D g) { return V{g[0] * s[0]}; });
+      ag::record_op(name, {&a}, {&y}, {y}, [](S s, D g) { return V{g[0] * s[0]}; });
       break;
     case ops::Unary::log:
-      ag::record_op(name, {a}, {&y}, {a}, [](S s, D g) { return V{g[0] / s[0]}; });
+      ag::record_op(name, {&a}, {&y}, {a}, [](S s, D g) { return V{g[0] / s[0]}; });
       break;
     case ops::Unary::relu:
-      ag::record_op(name, {a}, {&y}, {y}, [](S s, D g) {
+      ag::record_op(name, {&a}, {&y}, {y}, [](S s, D g) {
         return V{g[0] * nd::compare(s[0], 0.0f, nd::Compare::greater)};
       });
       break;
     case ops::Unary::sigmoid:
-      ag::record_op(name, {a}, {&y}, {y}, [](S s, D g) {
+      ag::record_op(name, {&a}, {&y}, {y}, [](S s, D g) {
         return V{g[0] * ((1.0f - s[0]) * s[0])};
       });
       break;
     case ops::Unary::tanh:
-      ag::record_op(name, {a}, {&y}, {y}, [](S s, D g) {
+      ag::record_op(name, {&a}, {&y}, {y}, [](S s, D g) {
         return V{g[0] * (1.0f - nd::square(s[0]))};
       });
       break;
     case ops::Unary::sqrt:
-      ag::record_op(name, {a}, {&y}, {y}, [](S s, D g) { return V{g[0] / (s[0] * 2.0f)}; });
+      ag::record_op(name, {&a}, {&y}, {y}, [](S s, D g) { return V{g[0] / (s[0] * 2.0f)}; });
       break;
     case ops::Unary::abs:
-      ag::record_op(name, {a}, {&y}, {a}, [](S s, D g) {
+      ag::record_op(name, {&a}, {&y}, {a}, [](S s, D g) {
         return V{g[0] * (nd::compare(s[0], 0.0f, nd::Compare::greater) -
                          nd::compare(s[0], 0.0f, nd::Compare::less))};
       });
       break;
     case ops::Unary::square:
-      ag::record_op(name, {a}, {&y}, {a}, [](S s, D g) { return V{g[0] * (s[0] * 2.0f)}; });
+      ag::record_op(name, {&a}, {&y}, {a}, [](S s, D g) { return V{g[0] * (s[0] * 2.0f)}; });
       break;
   }
   return y;
@@ -799,7 +799,7 @@ NDArray dot(const NDArray& a, const NDArray& b) {
     // As 2-d products: a (m, k), b (k, n), the gradient (m, n); 1-d operands are a row
     // (a) or a column (b).
     const bool na = has_history(a), nb = has_history(b);
-    ag::record_op("dot", {a, b}, {&out}, {a, b},
+    ag::record_op("dot", {&a, &b}, {&out}, {a, b},
                   [sa, sb, m, n, k, na, nb](const ag::Saved& s, const std::vector<NDArray>& g) {
                     const NDArray a2 = s[0].reshape({m, k}), b2 = s[1].reshape({k, n});
                     const NDArray g2 = g[0].reshape({m, n});
