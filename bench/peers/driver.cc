@@ -292,7 +292,7 @@ class Bench {
   void collect_runtimes() {
     std::vector<RuntimeEntry> all;
     for (auto* f : {depengine_runtimes, serial_runtimes, openmp_runtimes, tbb_flow_runtimes,
-                    starpu_runtimes}) {
+                    taskflow_runtimes, starpu_runtimes}) {
       for (RuntimeEntry& e : f()) all.push_back(std::move(e));
     }
     for (const std::string& want : o_.runtimes) {

@@ -44,5 +44,6 @@ std::vector<RuntimeEntry> depengine_runtimes();
 std::vector<RuntimeEntry> openmp_runtimes();
 std::vector<RuntimeEntry> tbb_flow_runtimes();
 std::vector<RuntimeEntry> starpu_runtimes();
+std::vector<RuntimeEntry> taskflow_runtimes();
 
 }  // namespace depengine::peers

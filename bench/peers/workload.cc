@@ -52,6 +52,8 @@ std::string_view pattern_name(Pattern p) noexcept {
       return "random_dag";
     case Pattern::cholesky:
       return "cholesky";
+    case Pattern::fan:
+      return "fan";
   }
   return "unknown";
 }
@@ -95,6 +97,8 @@ graphfile::Program program_for(Pattern pattern, std::size_t tasks, int threads) 
       constexpr int T = kCholeskyTiles;
       return gf::generate_cholesky(T, 0, steps(T * (T + 1) * (T + 2) / 6));
     }
+    case Pattern::fan:
+      return gf::generate_fan(to_int(tasks), 0);
   }
   throw std::invalid_argument("unknown pattern");
 }

@@ -45,12 +45,14 @@ enum class Pattern {
   tree,        // rounds of a binary reduction of 16 leaves; later rounds' leaves read the root
   random_dag,  // 1000 vars; each task reads 2 distinct random vars and writes 1 (seeded)
   cholesky,    // tiled Cholesky (potrf, trsm, syrk, gemm) on 8 x 8 tiles, repeated
+  fan,         // blocks of one write of a hub var, 1000 reads of it (each writing its own
+               // var), one write: fan-out then fan-in (depengine bench's `fan`)
 };
 
 inline constexpr Pattern kPatterns[] = {Pattern::trivial,    Pattern::chain,   Pattern::stencil_1d,
                                         Pattern::nearest,    Pattern::spread,  Pattern::fft,
                                         Pattern::tree,       Pattern::random_dag,
-                                        Pattern::cholesky};
+                                        Pattern::cholesky,   Pattern::fan};
 
 std::string_view pattern_name(Pattern p) noexcept;
 // Throws std::invalid_argument for a name pattern_name does not print.

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <mutex>
+#include <utility>
 
 #include "op.h"
 
@@ -18,24 +19,29 @@ namespace depengine::detail {
 template <class Redispatch>
 bool take_commute(Op* op, Redispatch&& redispatch);
 
+// Lets go of `v`'s commute exclusion and dispatches the ops parked on it again.
+template <class Redispatch>
+void let_go_commute(VarState* v, Redispatch& redispatch) {
+  Op* parked;
+  {
+    std::lock_guard lk(v->queue.lock);
+    v->queue.commute_held = false;
+    parked = std::exchange(v->queue.parked, nullptr);
+  }
+  while (parked) {
+    Op* next = std::exchange(parked->next_parked, nullptr);
+    redispatch(parked);
+    parked = next;
+  }
+}
+
 // Lets go of the commute vars `op` holds and dispatches the ops parked on them again.
 template <class Redispatch>
 void release_commute(Op* op, Redispatch&& redispatch) {
   if (!op->commute_taken) return;
   op->commute_taken = false;
   for (Access& a : op->acc) {
-    if (a.kind != AccessKind::commute) continue;
-    Op* parked;
-    {
-      std::lock_guard lk(a.var->queue.lock);
-      a.var->queue.commute_held = false;
-      parked = std::exchange(a.var->queue.parked, nullptr);
-    }
-    while (parked) {
-      Op* next = std::exchange(parked->next_parked, nullptr);
-      redispatch(parked);
-      parked = next;
-    }
+    if (a.kind == AccessKind::commute) let_go_commute(a.var, redispatch);
   }
 }
 
@@ -65,17 +71,7 @@ bool take_commute(Op* op, Redispatch&& redispatch) {
     for (Access* b = first; taken > 0; ++b) {
       if (b->kind != AccessKind::commute) continue;
       --taken;
-      Op* waiting;
-      {
-        std::lock_guard bl(b->var->queue.lock);
-        b->var->queue.commute_held = false;
-        waiting = std::exchange(b->var->queue.parked, nullptr);
-      }
-      while (waiting) {
-        Op* next = std::exchange(waiting->next_parked, nullptr);
-        redispatch(waiting);
-        waiting = next;
-      }
+      let_go_commute(b->var, redispatch);
     }
     return false;
   }

@@ -23,25 +23,16 @@ GpuLane::~GpuLane() {
 DeviceDispatch::DeviceDispatch(int sim_gpus, RunOnLane run, Redispatch redispatch)
     : run_(std::move(run)),
       redispatch_(std::move(redispatch)),
-      backend_(sim_gpus > 0 ? make_sim_backend(sim_gpus) : make_cuda_backend()) {
+      backend_(make_backend(sim_gpus)) {
   for (int d = 0; d < backend_->device_count(); ++d) {
     event_pools_.push_back(std::make_unique<EventPool>(*backend_, d));
   }
 }
 
 GpuLane& DeviceDispatch::lane_for(Device d, Lane lane) {
-  std::lock_guard lk(lanes_mu_);
-  const std::size_t index =
-      static_cast<std::size_t>(d.id) * kLaneCount + static_cast<std::size_t>(lane);
-  if (d.id < 0 || d.id >= backend_->device_count()) {
-    backend_->make_stream(d.id, lane);  // throws the backend's own error naming the device
-  }
-  if (lanes_.size() <= index) lanes_.resize(index + 1);
-  if (!lanes_[index]) {
-    lanes_[index] = std::make_unique<GpuLane>(run_, backend_->make_stream(d.id, lane),
-                                              static_cast<int>(lane), static_cast<int>(index));
-  }
-  return *lanes_[index];
+  return lanes_.get(*backend_, d, lane, [&](std::unique_ptr<DeviceStream> stream, int index) {
+    return std::make_unique<GpuLane>(run_, std::move(stream), static_cast<int>(lane), index);
+  });
 }
 
 bool DeviceDispatch::await_inputs(Op* op, Failure& failure) {
@@ -66,10 +57,7 @@ bool DeviceDispatch::await_inputs(Op* op, Failure& failure) {
 }
 
 void DeviceDispatch::stop() {
-  {
-    std::lock_guard lk(lanes_mu_);
-    lanes_.clear();
-  }
+  lanes_.clear();
   event_pools_.clear();
   backend_.reset();
 }

@@ -49,8 +49,7 @@ class DeviceDispatch {
   using RunOnLane = std::function<void(Op*, GpuLane&)>;
   using Redispatch = std::function<void(Op*)>;
 
-  // `sim_gpus` > 0: that many simulated GPUs; else the CUDA backend (no devices when there
-  // is no driver or GPU).
+  // The backend of make_backend(sim_gpus).
   DeviceDispatch(int sim_gpus, RunOnLane run, Redispatch redispatch);
 
   // True when the engine has GPUs (else ops never have device state).
@@ -75,8 +74,7 @@ class DeviceDispatch {
   const Redispatch redispatch_;
   std::unique_ptr<DeviceBackend> backend_;
   std::vector<std::unique_ptr<EventPool>> event_pools_;
-  std::mutex lanes_mu_;
-  std::vector<std::unique_ptr<GpuLane>> lanes_;
+  PerLane<GpuLane> lanes_;
 };
 
 }  // namespace depengine::detail

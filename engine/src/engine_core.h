@@ -110,15 +110,12 @@ class EngineCore : public OpSink {
   // take_failure. Thread-safe.
   void record_failure(std::uint64_t seq, const std::exception_ptr& error) {
     std::lock_guard lk(failure_mu_);
-    if (!failure_ || seq < failure_seq_) {
-      failure_ = error;
-      failure_seq_ = seq;
-    }
+    failure_.keep_earliest(Failure{error, seq});
   }
   // The failure wait_all reports, forgotten from now on (null when none).
   std::exception_ptr take_failure() {
     std::lock_guard lk(failure_mu_);
-    return std::exchange(failure_, nullptr);
+    return std::exchange(failure_, Failure{}).error;
   }
 
   const ResolvedOptions options_;
@@ -136,9 +133,23 @@ class EngineCore : public OpSink {
   const std::uint64_t id_;
   std::atomic<std::size_t> peak_{0};
   std::mutex failure_mu_;
-  std::exception_ptr failure_;
-  std::uint64_t failure_seq_ = 0;
+  Failure failure_;
 };
+
+// Where an engine is in its shutdown sequence (EngineCore::shutdown): accepting pushes,
+// draining (refusing pushes from outside its own ops), or stopped.
+enum class Stage : int { running, draining, stopped };
+
+// Throws Error when an engine at `stage` no longer accepts `op` (both engines' one rule and
+// messages): once stopped, nothing; while draining, only delete_var (`is_delete`),
+// wait_to_read's op and pushes made by the engine's own running ops (`from_own_op`).
+inline void check_admission(Stage stage, const Op& op, bool is_delete, bool from_own_op) {
+  if (stage == Stage::running) return;
+  if (stage == Stage::stopped) throw Error(op.call_name() + ": the engine has shut down");
+  if (op.waiter == nullptr && !is_delete && !from_own_op) {
+    throw Error(op.call_name() + ": the engine is shutting down");
+  }
+}
 
 std::unique_ptr<EngineCore> make_naive_core(const struct ResolvedOptions& options);
 std::unique_ptr<EngineCore> make_threaded_core(const struct ResolvedOptions& options);

@@ -16,9 +16,9 @@
 // accepts a program whose pushing thread is the one that calls done(), so the oracle must
 // too; and done() is often called from a stream's callback, where no op may run.
 #include <deque>
-#include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 
 #include <oneapi/tbb/task_arena.h>
 
@@ -38,7 +38,7 @@ class NaiveCore final : public EngineCore {
  public:
   explicit NaiveCore(const ResolvedOptions& o)
       : EngineCore(o),
-        gpu_(o.sim_gpus > 0 ? make_sim_backend(o.sim_gpus) : make_cuda_backend()) {
+        gpu_(make_backend(o.sim_gpus)) {
     if (o.cpu_threads == 1) serial_.emplace(1, 1);
   }
 
@@ -62,7 +62,13 @@ class NaiveCore final : public EngineCore {
     std::exception_ptr failure;
     {
       std::unique_lock lk(mu_);
-      wait_for_ops(lk, next_seq_);
+      // The ops pushed so far, and those that the running ones among them push meanwhile
+      // (they belong to their pusher's epoch, as in the threaded engine): held while a
+      // pending nested op's outermost pusher came before the call.
+      const std::uint64_t count = next_seq_;
+      wait_for(lk, [&] {
+        return done_ >= count && (nested_roots_.empty() || *nested_roots_.begin() >= count);
+      });
       failure = take_failure();
     }
     if (failure) std::rethrow_exception(failure);
@@ -114,7 +120,6 @@ class NaiveCore final : public EngineCore {
       resumer = std::move(resumer_);
     }
     resumer.reset();
-    std::lock_guard sl(streams_mu_);
     streams_.clear();
   }
 
@@ -125,7 +130,6 @@ class NaiveCore final : public EngineCore {
   }
 
  private:
-  enum class Stage { running, draining, stopped };
 
   // A suspended async op completed, with its error, for the resuming thread.
   struct Resume {
@@ -156,14 +160,7 @@ class NaiveCore final : public EngineCore {
   void submit(OpPtr op, VarState* to_delete) override {
     std::unique_lock lk(mu_);
     wait_for_place(lk);
-    if (stage_ != Stage::running) {
-      const bool admitted = stage_ == Stage::draining && (to_delete || owns(current_op()));
-      if (!admitted) {
-        throw Error(op->call_name() +
-                    (stage_ == Stage::stopped ? ": the engine has shut down"
-                                              : ": the engine is shutting down"));
-      }
-    }
+    check_admission(stage_, *op, to_delete != nullptr, owns(current_op()));
     op->check_not_deleted();
     check_reductions(*op);
     if (to_delete) to_delete->deleted = true;
@@ -171,9 +168,10 @@ class NaiveCore final : public EngineCore {
     // sequential meaning.
     link_reductions(*op, false, [](VarState*) {});
     op->seq = next_seq_++;
-    for (Access& a : op->acc) {
-      a.version = writes(a.kind) ? ++a.var->pushed_version : a.var->pushed_version;
-    }
+    const Op* running = current_op();
+    op->epoch_root = owns(running) ? running->epoch_root : op->seq;
+    if (op->epoch_root != op->seq) nested_roots_.insert(op->epoch_root);
+    op->stamp_versions();
     op->observe_push(observer_);
     note_pending(pending_.fetch_add(1) + 1);
     if (draining_) {
@@ -266,6 +264,7 @@ class NaiveCore final : public EngineCore {
     // Destroying the op may push (an array its body held is deleted): queued, as this
     // thread drains.
     const std::uint64_t seq = op->seq;
+    const std::uint64_t root = op->epoch_root;
     OpPtr(op).reset();
     // This thread's references to the exceptions go before the op counts as done, under the
     // lock the waiters take: one released after a waiter returned would free the exception
@@ -275,15 +274,22 @@ class NaiveCore final : public EngineCore {
     if (last.report) record_failure(seq, last.report);
     last = Outcome{};
     ++done_;
+    if (root != seq) nested_roots_.erase(nested_roots_.find(root));
     pending_.fetch_sub(1, std::memory_order_relaxed);
     if (callers_ != 0) waits_.notify_all();
   }
 
   // Blocks until the first `count` ops pushed have run. Call with mu_ held.
   void wait_for_ops(std::unique_lock<std::mutex>& lk, std::uint64_t count) {
-    if (done_ >= count) return;
+    wait_for(lk, [&] { return done_ >= count; });
+  }
+
+  // Waits until `ready()` (a condition under mu_, which record() changes) holds.
+  template <class Ready>
+  void wait_for(std::unique_lock<std::mutex>& lk, const Ready& ready) {
+    if (ready()) return;
     ++callers_;
-    waits_.wait_locked(lk, [&] { return done_ >= count; });
+    waits_.wait_locked(lk, ready);
     if (--callers_ == 0 && stage_ != Stage::running) waits_.notify_all();
   }
 
@@ -422,8 +428,7 @@ class NaiveCore final : public EngineCore {
   static void fail_reduce_vars(Op& op, const Failure& failure) noexcept {
     for (Access& a : op.acc) {
       if (a.kind != AccessKind::reduce) continue;
-      Failure& held = a.var->failure;
-      if (!held || failure.origin < held.origin) held = failure;
+      a.var->failure.keep_earliest(failure);
     }
   }
 
@@ -446,11 +451,7 @@ class NaiveCore final : public EngineCore {
   }
 
   DeviceStream* stream_for(Device d, Lane lane) {
-    std::lock_guard lk(streams_mu_);
-    auto key = std::make_pair(d.id, static_cast<int>(lane));
-    auto it = streams_.find(key);
-    if (it == streams_.end()) it = streams_.emplace(key, gpu_->make_stream(d.id, lane)).first;
-    return it->second.get();
+    return &streams_.get(*gpu_, d, lane, [](std::unique_ptr<DeviceStream> s, int) { return s; });
   }
 
   std::optional<oneapi::tbb::task_arena> serial_;  // one slot, when cpu_threads is 1
@@ -465,6 +466,9 @@ class NaiveCore final : public EngineCore {
   int callers_ = 0;  // threads in a wait
   std::uint64_t next_seq_ = 0;
   std::uint64_t done_ = 0;  // ops run so far (they run in seq order)
+  // The epoch_root of each pending op pushed by a running op (under mu_): wait_all waits
+  // for those whose outermost pusher it waits for.
+  std::multiset<std::uint64_t> nested_roots_;
   std::shared_ptr<Observer> observer_;
   std::atomic<std::size_t> pending_{0};
 
@@ -478,8 +482,7 @@ class NaiveCore final : public EngineCore {
   // (under async_mu_); joined by shutdown.
   std::unique_ptr<SerialWorker<Resume>> resumer_;
 
-  std::mutex streams_mu_;
-  std::map<std::pair<int, int>, std::unique_ptr<DeviceStream>> streams_;
+  PerLane<DeviceStream> streams_;
 };
 
 }  // namespace

@@ -92,9 +92,9 @@ class Notifier {
     }
   }
 
-  // Waits with the protocol until `ready()` holds.
+  // Waits with the protocol until `ready()` holds (no deadline: commit_wait_until has one).
   template <class Pred>
-  void wait_until(Pred&& ready) {
+  void wait(Pred&& ready) {
     while (!ready()) {
       const Key key = prepare_wait();
       if (ready()) {

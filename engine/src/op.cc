@@ -10,6 +10,7 @@
 
 #include <oneapi/tbb/scalable_allocator.h>
 
+#include "depengine/running_op.h"
 #include "reduce.h"
 
 namespace depengine::detail {
@@ -33,7 +34,6 @@ void* Op::operator new(std::size_t size) { return scalable_new(size); }
 void Op::operator delete(void* p) noexcept { scalable_delete(p); }
 
 namespace {
-std::atomic<std::uint64_t> g_next_var_id{1};
 std::atomic<std::uint64_t> g_next_engine_id{1};
 // Engines with an id below this were made before the latest fork() into this process (0:
 // no fork, or none before it). Written only by the child's fork handler, on the one thread
@@ -118,43 +118,6 @@ void check_not_in_observer(const char* what) {
   if (in_observer()) {
     throw Error(std::string(what) +
                 " called from inside an Observer callback; observers must not call the engine");
-  }
-}
-
-void var_add_ref(VarState* s) noexcept { s->refs.fetch_add(1, std::memory_order_relaxed); }
-
-// The last handle gone: the var is freed now if nothing of it is pending, else by the
-// release that leaves its queue idle (threaded_engine.cc, whose ops hold no reference).
-// Both decide under the queue's lock; no access can be pushed once no handle is left.
-void var_release(VarState* s) noexcept {
-  if (s->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-  // In a forked child the queue's lock may be held by a thread that does not exist here;
-  // the state stays with the engine, which is left as it is.
-  if (made_before_fork(s->owner)) return;
-  bool idle;
-  {
-    std::lock_guard lk(s->queue.lock);
-    idle = s->queue.idle();
-    if (!idle) s->queue.orphaned = true;
-  }
-  if (idle) delete s;
-}
-
-std::uint64_t var_id(const VarState* s) noexcept { return s->id; }
-
-static_assert(alignof(VarState) >= 4, "Var keeps its mode in the low two bits of the pointer");
-
-VarState* new_var_state(std::uint64_t owner) {
-  return new VarState(owner, g_next_var_id.fetch_add(1, std::memory_order_relaxed));
-}
-
-void check_var(const Var& v, std::uint64_t owner, const char* what) {
-  if (!v) throw Error(std::string(what) + ": null Var");
-  if (v.state()->owner != owner) {
-    throw Error(std::string(what) + ": var #" + std::to_string(v.id()) +
-                (made_before_fork(v.state()->owner)
-                     ? " belongs to an engine made before fork(), in the parent process"
-                     : " belongs to another engine"));
   }
 }
 
@@ -343,30 +306,22 @@ void Op::release_vars() noexcept {
 Failure Op::upstream_failure() const noexcept {
   Failure earliest;
   for (const Access& a : const_cast<Op*>(this)->acc) {
-    const Failure& f = a.var->failure;
-    if (inherits_failure(a.kind) && f && (!earliest || f.origin < earliest.origin)) earliest = f;
+    if (inherits_failure(a.kind)) earliest.keep_earliest(a.var->failure);
   }
   return earliest;
 }
 
-namespace {
-// True when `failure` replaces `held` under the earliest-origin rule.
-bool merges(const Failure& held, const Failure& failure) noexcept {
-  return failure && (!held || failure.origin < held.origin);
-}
-}  // namespace
-
 bool Op::write_failures_differ(const Failure& failure) noexcept {
   for (const Access& a : acc) {
     if (sets_failure(a.kind) && a.var->failure.error != failure.error) return true;
-    if (merges_failure(a.kind) && merges(a.var->failure, failure)) return true;
+    if (merges_failure(a.kind) && a.var->failure.comes_after(failure)) return true;
   }
   return false;
 }
 
 void Op::set_write_failures(const Failure& failure) noexcept {
   for (Access& a : acc) {
-    if (sets_failure(a.kind) || (merges_failure(a.kind) && merges(a.var->failure, failure))) {
+    if (sets_failure(a.kind) || (merges_failure(a.kind) && a.var->failure.comes_after(failure))) {
       a.var->failure = failure;
     }
   }
@@ -444,3 +399,7 @@ void Op::release_completion_ref() noexcept {
 }
 
 }  // namespace depengine::detail
+
+namespace depengine {
+bool in_running_op() noexcept { return detail::current_op() != nullptr; }
+}  // namespace depengine

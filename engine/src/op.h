@@ -1,6 +1,5 @@
-// The records shared by both engines: a variable's state and an operation with its
-// accesses. The threaded engine links accesses into per-var queues (var_queue.h); the naive
-// engine only uses the failure and deleted fields.
+// The operation record shared by both engines, with its accesses (a var's state is in
+// var_state.h). The threaded engine links accesses into per-var queues (var_queue.h).
 #pragma once
 
 #include <atomic>
@@ -12,8 +11,8 @@
 #include <string>
 
 #include "depengine/engine.h"
-#include "device/gpu_var.h"
 #include "var_queue.h"
+#include "var_state.h"
 
 namespace depengine::detail {
 
@@ -23,54 +22,6 @@ struct ReduceLinks;
 // Defined with ReduceLinks (reduce.cc), so that op.h need not include reduce.h.
 struct ReduceLinksDelete {
   void operator()(ReduceLinks* links) const noexcept;
-};
-
-// A failure held by a var: the exception and the push sequence number of the op that threw
-// it. When an op reads several failed vars it passes on the earliest origin's failure, so
-// the outcome does not depend on scheduling.
-struct Failure {
-  std::exception_ptr error;
-  std::uint64_t origin = 0;
-  explicit operator bool() const noexcept { return error != nullptr; }
-};
-
-// Aligned to a cache line: vars made one after another would otherwise share lines, and
-// workers on different cores updating neighbouring vars' queues would contend for them.
-// What a push and a finish touch (references, version, failure, queue) is packed into the
-// first line, so that an op's access moves one line between the pushing and finishing cores;
-// the fields set once or used only by GPU ops and reductions come after it.
-struct alignas(64) VarState {
-  explicit VarState(std::uint64_t owner_engine, std::uint64_t var_id)
-      : owner(owner_engine), id(var_id) {}
-
-  std::atomic<int> refs{1};
-  // Set under the engine's push lock by delete_var; checked under it by push.
-  bool deleted = false;
-  // Threaded engine, under the push lock: open_reduction is set.
-  bool reduction_open = false;
-  // Writes pushed so far (under the push lock): the version the next write creates - 1.
-  std::uint64_t pushed_version = 0;
-
-  // Owned by whichever op holds access: a granted write exclusively, granted reads shared.
-  Failure failure;
-
-  // Threaded engine's queue of pending accesses (var_queue.h).
-  VarQueue queue;
-
-  // The id of the engine that made the var (engine_id()): unique in the process, so a var of
-  // a destroyed engine is never taken for one of a new engine made at the same address.
-  const std::uint64_t owner;
-  const std::uint64_t id;
-
-  // Threaded engine: the stream ops whose device work on this var may still be in flight
-  // (device/gpu_sync.h); null for a var that no GPU op has used.
-  GpuVarSlot gpu;
-
-  // The hooks of reduce(v) accesses (Engine::set_reduction), under the push lock, and in the
-  // threaded engine the run of reduce accesses still open (combined by the next other
-  // access, or by wait_all).
-  std::shared_ptr<const Reduction> reduction;
-  std::shared_ptr<ReduceGroup> open_reduction;
 };
 
 // Accesses stored inline for the common small case: up to six covers every Task Bench
@@ -134,6 +85,13 @@ class Op final : public CompletionTarget {
   void set_accesses(VarList read_list, VarList write_list, std::uint64_t owner);
   // Throws Error naming the first var that was deleted (call under the push lock).
   void check_not_deleted() const;
+  // Gives each access its version, in push order (call under the push lock): a write makes
+  // its var's next version, a read sees the current one.
+  void stamp_versions() noexcept {
+    for (Access& a : acc) {
+      a.version = writes(a.kind) ? ++a.var->pushed_version : a.var->pushed_version;
+    }
+  }
   // Drops the references set_accesses took, if it took them.
   void release_vars() noexcept;
   // The accesses hold a reference on their vars (released with the op).
@@ -192,8 +150,12 @@ class Op final : public CompletionTarget {
   // var queues: the replay's counters order it), and its index there.
   ReplayRun* replay = nullptr;
   std::uint32_t replay_index = 0;
-  // Threaded engine: the wait_all epoch the op was pushed in.
+  // Threaded engine: the wait_all epoch the op counts in (a push made by a running op of
+  // the same engine counts in that op's epoch).
   Epoch* epoch = nullptr;
+  // Naive engine: the seq of the outermost op whose epoch this one belongs to (its own
+  // seq, unless a running op of the engine pushed it).
+  std::uint64_t epoch_root = 0;
   // The engine's observer when the op was pushed, if any.
   std::shared_ptr<Observer> observer;
   // The first exception an observer threw while reporting this op (see observe()); the
@@ -304,8 +266,5 @@ bool made_before_fork(std::uint64_t engine_id) noexcept;
 // one's tasks would wait for workers that are not there).
 bool engines_before_fork() noexcept;
 
-VarState* new_var_state(std::uint64_t owner);
-// Throws Error when `v` is null or belongs to another engine.
-void check_var(const Var& v, std::uint64_t owner, const char* what);
 
 }  // namespace depengine::detail

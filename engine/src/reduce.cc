@@ -25,7 +25,7 @@ void* ReduceGroup::buffer() {
 
 void ReduceGroup::fail(const Failure& failure) noexcept {
   std::lock_guard lk(lock_);
-  if (!failure_ || failure.origin < failure_.origin) failure_ = failure;
+  failure_.keep_earliest(failure);
 }
 
 Failure ReduceGroup::failure() const noexcept {

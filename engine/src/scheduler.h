@@ -20,7 +20,9 @@
 // - The thread lent by a wait: help() runs queued ops on a thread outside the pool (one
 //   in wait_all or wait_to_read) in the arena's slot kept for it.
 //
-// Every sleep here and in the engine uses the Notifier protocol (notifier.h).
+// Every sleep here that another thread ends uses the Notifier protocol (notifier.h). Two
+// waits poll, each bounded: help() yields while it lingers (kLinger without an op), and the
+// destructor yields until the drain tasks, told to stop, have returned.
 #pragma once
 
 #include <atomic>

@@ -112,10 +112,9 @@ void find_one_stream(SegmentData& d) {
 }
 
 
-// The internal edges of a segment of plain CPU ops (ReplayPlan), each var's accesses taken
-// in recording order as its queue would take them. Accesses are merged per op as
-// Op::set_accesses merges them: a var listed twice counts once, one in both lists is a
-// read-write.
+
+}  // namespace
+
 void build_plan(SegmentData& d) {
   ReplayPlan& p = d.plan;
   for (const RecordedOp& op : d.ops) {
@@ -204,8 +203,6 @@ void build_plan(SegmentData& d) {
   }
   p.usable = true;
 }
-
-}  // namespace
 
 bool EngineCore::recording_here() const noexcept {
   return t_recording != nullptr && t_recording->core == this && current_op() == nullptr;

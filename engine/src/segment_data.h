@@ -70,6 +70,15 @@ struct ReplayPlan {
   std::vector<std::uint32_t> firsts;
 };
 
+struct SegmentData;
+
+// Fills `d.plan` from `d.ops`: the internal edges of a segment of plain CPU ops, each var's
+// accesses taken in recording order as its queue would take them, accesses merged per op as
+// Op::set_accesses merges them (a var listed twice counts once, one in both lists is a
+// read-write). Leaves the plan unusable when an op has a commute or reduce access or runs
+// on a GPU.
+void build_plan(SegmentData& d);
+
 struct SegmentData {
   std::uint64_t engine = 0;
   std::vector<RecordedOp> ops;

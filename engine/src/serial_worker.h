@@ -49,7 +49,7 @@ class SerialWorker {
   // Waits until the queue is empty and no item is being handled. Not from the worker's
   // own thread.
   void wait_idle() {
-    idle_.wait_until([&] {
+    idle_.wait([&] {
       std::lock_guard lk(mu_);
       return queue_.empty() && !busy_;
     });
@@ -60,7 +60,7 @@ class SerialWorker {
     if (on_start_) on_start_();
     for (;;) {
       Item item;
-      work_.wait_until([&] {
+      work_.wait([&] {
         std::lock_guard lk(mu_);
         return stop_ || !queue_.empty();
       });

@@ -86,8 +86,9 @@ struct ReplayRun {
   std::atomic<std::size_t> left;  // ops not yet finished
 };
 
-// The ops pushed between two wait_all calls. wait_all waits for the epochs that were open
-// when it was called, so ops pushed after the call never hold it.
+// The ops pushed between two wait_all calls, with the ops they push while they run
+// (push_epoch). wait_all waits for the epochs that were open when it was called, so ops
+// pushed after the call from outside those epochs' ops never hold it.
 // `pending` counts them until they finish; it points into the engine's counter line
 // (ThreadedCore::Counters) for the first few epochs alive at once, else at `own`.
 struct Epoch {
@@ -114,8 +115,6 @@ class TrackedSync final : public GpuSync {
 constexpr std::uint64_t kActive = std::uint64_t{1} << 32;
 constexpr std::size_t inflight_of(std::uint64_t s) noexcept { return s & (kActive - 1); }
 constexpr std::size_t active_of(std::uint64_t s) noexcept { return s >> 32; }
-
-enum class Stage : int { running, draining, stopped };
 
 class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSink {
  public:
@@ -238,14 +237,13 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     for (const ReplayPlan::Gate& g : plan.gates) {
       if (g.var->reduction_open) combine_reduction(g.var);
     }
-    epoch_->pending->fetch_add(n, std::memory_order_relaxed);
+    Epoch* epoch = push_epoch();
+    epoch->pending->fetch_add(n, std::memory_order_relaxed);
     for (OpPtr& op : built) {
       op->seq = next_seq_++;
-      for (Access& a : op->acc) {
-        a.version = writes(a.kind) ? ++a.var->pushed_version : a.var->pushed_version;
-      }
+      op->stamp_versions();
       op->observe_push(observer_);
-      op->epoch = epoch_;
+      op->epoch = epoch;
     }
     // Counted in flight before any op can run; active when found ready below.
     note_pending(inflight_of(state_.fetch_add(n) + n));
@@ -351,7 +349,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     if (!take_commute(op, [this](Op* parked) { redispatch(parked); })) return nullptr;
     if (devices_.await_inputs(op, device_failure)) return nullptr;
     if (Failure up = input_failure(*op, std::move(device_failure))) {
-      return finish(op, std::move(up), false, true);
+      return finish(op, std::move(up), {.continuation = true});
     }
     op->observe_start(worker);
     RunContext ctx{Device::cpu(), op->opts.lane, worker, nullptr};
@@ -369,7 +367,8 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
       }
     }
     const bool failed = error != nullptr;
-    return finish(op, Failure{std::move(error), op->seq}, failed, true);
+    return finish(op, Failure{std::move(error), op->seq},
+                  {.original = failed, .continuation = true});
   }
 
   // Launches a GPU op onto its lane's stream. A synchronous op finishes for the var queues
@@ -378,7 +377,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
   // op is a host op: it starts once its device inputs are complete, and ends at done().
   void run_gpu(Op* op, GpuLane& lane) {
     if (lane.bind_error()) {
-      finish(op, Failure{lane.bind_error(), op->seq}, true, false);
+      finish(op, Failure{lane.bind_error(), op->seq}, {.original = true});
       return;
     }
     Failure up;
@@ -390,7 +389,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
       up = read_failure(*op);
     }
     if (up) {
-      finish(op, std::move(up), false, false);
+      finish(op, std::move(up), {});
       return;
     }
     op->observe_start(lane.index());
@@ -421,7 +420,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
       // Ends the span of the waits already issued, so that the failure a data wait carries
       // is not reported for the next op on this stream.
       stream.notify_when_done([](std::exception_ptr) {});
-      finish(op, std::move(up), false, false);
+      finish(op, std::move(up), {});
       return;
     }
     {
@@ -449,7 +448,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
       state_.fetch_add(1 + kActive);
       stream.notify_when_done([sync](std::exception_ptr e) { sync->stream_done(std::move(e)); });
     }
-    finish(op, Failure{std::move(error), op->seq}, failed, false);
+    finish(op, Failure{std::move(error), op->seq}, {.original = failed});
   }
 
   void gpu_op_completed(GpuSync& sync) override {
@@ -469,7 +468,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
   void finish_async(Op* op, std::exception_ptr error) override {
     CountScope busy(*this, busy_);
     const bool failed = error != nullptr;
-    finish(op, Failure{std::move(error), op->seq}, failed, false);
+    finish(op, Failure{std::move(error), op->seq}, {.original = failed});
   }
 
  private:
@@ -508,7 +507,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     if (reserved) reserve(*op);
     std::lock_guard lk(push_mu_);
     try {
-      check_admission(*op, to_delete != nullptr, owns(running));
+      check_admission(stage_.load(), *op, to_delete != nullptr, owns(running));
       op->check_not_deleted();
       check_reductions(*op);
     } catch (...) {
@@ -532,13 +531,11 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
   // under the push lock.
   void enqueue(OpPtr op, bool counted, bool reserved) {
     op->seq = next_seq_++;
-    for (Access& a : op->acc) {
-      a.version = writes(a.kind) ? ++a.var->pushed_version : a.var->pushed_version;
-    }
+    op->stamp_versions();
     op->observe_push(observer_);
     if (counted) {
-      op->epoch = epoch_;
-      epoch_->pending->fetch_add(1, std::memory_order_relaxed);
+      op->epoch = push_epoch();
+      op->epoch->pending->fetch_add(1, std::memory_order_relaxed);
     }
     const int n = static_cast<int>(op->acc.size());
     op->wait.store(n + 1, std::memory_order_relaxed);
@@ -577,18 +574,6 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
         state_.fetch_add(kActive);
       }
       dispatch(raw);
-    }
-  }
-
-  // Throws Error when the engine no longer accepts `op`. Call under the push lock.
-  void check_admission(const Op& op, bool is_delete, bool from_own_op) const {
-    const Stage stage = stage_.load();
-    if (stage == Stage::running) return;
-    if (stage == Stage::stopped) {
-      throw Error(op.call_name() + ": the engine has shut down");
-    }
-    if (op.waiter == nullptr && !is_delete && !from_own_op) {
-      throw Error(op.call_name() + ": the engine is shutting down");
     }
   }
 
@@ -660,7 +645,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
   // followed by wake() or wake_after()).
   template <class Pred>
   void block_until(Pred&& pred) {
-    waits_.wait_until(pred);
+    waits_.wait(pred);
   }
 
   // As block_until, for `timeout` at most.
@@ -689,7 +674,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     Waiter* w = op->waiter;
     std::exception_ptr failure =
         device_failure ? std::move(device_failure.error) : op->acc[0].var->failure.error;
-    finish(op, Failure{}, false, false);
+    finish(op, Failure{}, {});
     // Counted busy before the waiter can return: shutdown then waits until this thread has
     // notified.
     CountScope busy(*this, busy_);
@@ -766,6 +751,14 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     if (run->left.fetch_sub(1, std::memory_order_acq_rel) == 1) delete run;
   }
 
+  // How finish treats an op. `original`: the failure is the op's own (it threw, or its
+  // launch failed), reported by wait_all, rather than inherited from an input.
+  // `continuation`: the caller is a CPU worker that may run next one op this made ready.
+  struct Ending {
+    bool original = false;
+    bool continuation = false;
+  };
+
   // Records the outcome, releases the accesses and dispatches what became ready. Returns
   // one ready plain CPU op for the calling worker to run next when `continuation` and
   // nothing more urgent became ready with it.
@@ -773,7 +766,8 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
   // `failure` is taken by value and dropped before the op counts as finished: an
   // exception_ptr still held by this thread after a waiter returned would be released
   // here, unordered with the waiter's use of the exception.
-  Op* finish(Op* op, Failure failure, bool original, bool continuation) {
+  Op* finish(Op* op, Failure failure, Ending how) {
+    const bool original = how.original, continuation = how.continuation;
     op->observe_end(static_cast<bool>(failure), failure && !original);
     op->set_write_failures(failure);  // commute vars' while still holding them
     release_commute(op, [this](Op* parked) { redispatch(parked); });
@@ -836,7 +830,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
         op->fn->call(ctx, &done);
       } catch (...) {
         if (op->mark_completed()) {
-          finish(op, Failure{std::current_exception(), seq}, true, false);
+          finish(op, Failure{std::current_exception(), seq}, {.original = true});
         } else {
           // Thrown after done() (a second done() included): the op has finished, but the
           // exception is not dropped: wait_all reports it.
@@ -855,8 +849,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
   static Failure input_failure(const Op& op, Failure device_failure) noexcept {
     Failure up = device_failure ? std::move(device_failure) : op.upstream_failure();
     if (op.combines) {
-      Failure group = op.combines->failure();
-      if (group && (!up || group.origin < up.origin)) up = std::move(group);
+      up.keep_earliest(op.combines->failure());
     }
     return up;
   }
@@ -898,6 +891,15 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
   std::vector<std::unique_ptr<Epoch>> epochs_;  // under push_mu_; the open ones
   Epoch* epoch_ = nullptr;                      // where pushes count now
   std::atomic<Stage> stage_{Stage::running};    // changed under push_mu_
+
+  // The epoch a push made now counts in: a push made by a running op of this engine belongs
+  // to that op's epoch (as MXNet's WaitForAll, a wait_all that waits for the op waits for
+  // what it pushes; the op holds its epoch open until it finishes, after its pushes), any
+  // other the current one. Call under the push lock.
+  Epoch* push_epoch() const noexcept {
+    const Op* running = current_op();
+    return owns(running) && running->epoch ? running->epoch : epoch_;
+  }
 
   // Starts a new epoch for the pushes to come, in a free slot of the counter line if any.
   // Call under the push lock (or from the constructor).

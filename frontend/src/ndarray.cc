@@ -1,16 +1,21 @@
 // NDArray handles, storage, engine contexts and blockers.
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cstring>
 #include <mutex>
 #include <new>
 #include <ostream>
+#include <string>
 #include <unordered_map>
 #include <vector>
+
+#include <sys/mman.h>
 
 #include <oneapi/tbb/scalable_allocator.h>
 
 #include "depengine/config.h"
+#include "depengine/env.h"
 #include "depengine/ops/size.h"
 #include "autograd_internal.h"
 #include "internal.h"
@@ -44,17 +49,85 @@ void poison(void*, std::size_t) {}
 void unpoison(void*, std::size_t) {}
 #endif
 
+// Blocks of at least kMapBlock bytes are mapped and unmapped directly, so that a freed one
+// goes back to the system. From glibc's malloc it did not: once a large block is freed its
+// mmap threshold grows past that size, later ones come from the heap of the thread that
+// asks (arenas per worker), and a heap is trimmed only from its top, so after a burst of
+// 1000x1000 results that Python dropped about 290 MB stayed resident. Under a sanitizer
+// every block comes from operator new, which the sanitizer checks.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr std::size_t kMapBlock = SIZE_MAX;
+#else
+constexpr std::size_t kMapBlock = std::size_t{256} << 10;
+#endif
+
+void* system_take(std::size_t bytes) {
+  if (bytes < kMapBlock) return ::operator new(bytes, kAlign);
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) throw std::bad_alloc();
+  return p;  // page-aligned, so kAlign-aligned
+}
+
+void system_give(void* p, std::size_t bytes) noexcept {
+  if (bytes < kMapBlock) {
+    ::operator delete(p, kAlign);
+  } else {
+    ::munmap(p, bytes);
+  }
+}
+
 // Host storage is pooled, as MXNet's pooled storage manager does: a freed block is kept
-// for the next array of the same size instead of going back to the allocator. A training
+// for the next array of the same size instead of going back to the system. A training
 // step frees and reallocates the same few sizes every step; without the pool each new
 // array's pages were faulted in again (about 190 page faults per MLP step, most of them on
 // the GEMMs' first writes; the pool took the MLP from 153k to 172k examples/s). At most
-// kPoolCap bytes are kept.
+// cap() bytes are kept beyond the live arrays (nd::set_pool_cap; DEPENGINE_POOL_CAP_MB,
+// default 64).
 class HostPool {
  public:
-  static constexpr std::size_t kPoolCap = std::size_t{256} << 20;
+  // A bad DEPENGINE_POOL_CAP_MB is not thrown here (memory_stats() may come first, and is
+  // noexcept) but by every take(), so the first array that needs the pool reports it.
+  HostPool() noexcept {
+    std::size_t mb = 64;
+    try {
+      mb = static_cast<std::size_t>(env_long("DEPENGINE_POOL_CAP_MB", 0, 1L << 30, 64));
+    } catch (const EnvError& e) {
+      bad_env_ = e.what();
+    } catch (...) {  // no memory for the message: the default cap
+    }
+    cap_.store(mb << 20, std::memory_order_relaxed);
+  }
+
+  std::size_t cap() const noexcept { return cap_.load(std::memory_order_relaxed); }
+
+  // Sets the cap and gives back what the pool holds beyond it.
+  void set_cap(std::size_t bytes) noexcept {
+    std::vector<std::pair<void*, std::size_t>> drop;
+    {
+      std::lock_guard lk(mu_);
+      cap_.store(bytes, std::memory_order_relaxed);
+      for (auto it = free_.begin(); it != free_.end() && cached_ > bytes;) {
+        auto& list = it->second;
+        while (!list.empty() && cached_ > bytes) {
+          try {
+            drop.emplace_back(list.back(), it->first);
+          } catch (...) {  // no memory for the list: keep the rest for now
+            break;
+          }
+          list.pop_back();
+          cached_ -= it->first;
+        }
+        it = list.empty() ? free_.erase(it) : std::next(it);
+      }
+    }
+    for (auto [p, n] : drop) {
+      unpoison(p, n);
+      system_give(p, n);
+    }
+  }
 
   float* take(std::size_t bytes) {
+    if (!bad_env_.empty()) throw EnvError(bad_env_);
     {
       std::lock_guard lk(mu_);
       auto it = free_.find(bytes);
@@ -67,12 +140,12 @@ class HostPool {
       }
     }
     try {
-      return static_cast<float*>(::operator new(bytes, kAlign));
+      return static_cast<float*>(system_take(bytes));
     } catch (const std::bad_alloc&) {
       // The blocks kept for reuse may be the memory this one needs (MXNet's pooled storage
       // manager does the same): give them all back and try once more.
       release_all();
-      return static_cast<float*>(::operator new(bytes, kAlign));
+      return static_cast<float*>(system_take(bytes));
     }
   }
 
@@ -86,7 +159,7 @@ class HostPool {
     for (auto& [bytes, list] : blocks) {
       for (void* p : list) {
         unpoison(p, bytes);
-        ::operator delete(p, kAlign);
+        system_give(p, bytes);
       }
     }
   }
@@ -94,8 +167,10 @@ class HostPool {
   void give(void* p, std::size_t bytes) noexcept {
     {
       std::lock_guard lk(mu_);
-      // cached_ <= kPoolCap: subtracting cannot wrap, adding `bytes` might.
-      if (bytes <= kPoolCap - cached_.load(std::memory_order_relaxed)) {
+      // cached_ <= cap: subtracting cannot wrap, adding `bytes` might.
+      const std::size_t cap = cap_.load(std::memory_order_relaxed);
+      const std::size_t cached = cached_.load(std::memory_order_relaxed);
+      if (cached <= cap && bytes <= cap - cached) {
         try {
           free_[bytes].push_back(p);
           cached_ += bytes;
@@ -105,12 +180,14 @@ class HostPool {
         }
       }
     }
-    ::operator delete(p, kAlign);
+    system_give(p, bytes);
   }
 
   std::size_t cached() const noexcept { return cached_.load(std::memory_order_relaxed); }
 
  private:
+  std::atomic<std::size_t> cap_;  // written under mu_
+  std::string bad_env_;
   std::mutex mu_;
   std::unordered_map<std::size_t, std::vector<void*>> free_;
   std::atomic<std::size_t> cached_{0};  // written under mu_
@@ -460,6 +537,10 @@ MemoryStats memory_stats() noexcept {
   return {detail::g_in_use.load(std::memory_order_relaxed),
           detail::g_peak.load(std::memory_order_relaxed), detail::host_pool().cached()};
 }
+
+std::size_t pool_cap() noexcept { return detail::host_pool().cap(); }
+
+void set_pool_cap(std::size_t bytes) noexcept { detail::host_pool().set_cap(bytes); }
 
 void reset_memory_peak() noexcept {
   detail::g_peak.store(detail::g_in_use.load(std::memory_order_relaxed),

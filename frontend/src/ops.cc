@@ -10,6 +10,7 @@
 
 #include "autograd_internal.h"
 #include "depengine/config.h"
+#include "depengine/nn.h"
 #include "internal.h"
 #include "depengine/ndarray_ops.h"
 #include "launch.h"
@@ -437,7 +438,9 @@ NDArray unary_op(ops::Unary op, const NDArray& a) {
       ag::record_op(name, {&a}, {&y}, {a}, [](S s, D g) { return V{g[0] / s[0]}; });
       break;
     case ops::Unary::relu:
+      // One fused op on the CPU (nd::relu_backward) instead of a comparison and a product.
       ag::record_op(name, {&a}, {&y}, {y}, [](S s, D g) {
+        if (s[0].device().is_cpu()) return V{nd::relu_backward(s[0], g[0])};
         return V{g[0] * nd::compare(s[0], 0.0f, nd::Compare::greater)};
       });
       break;

@@ -17,6 +17,16 @@ namespace {
 using nlohmann::json;
 using ordered_json = nlohmann::ordered_json;
 
+// Deeper than any dump (its accesses sit at depth 5): a text of nested brackets is refused
+// as soon as the parser reaches this depth, not after building the whole tree (a 10 MB one
+// took 1.27 GB and 4 s).
+constexpr std::size_t kMaxJsonDepth = 64;
+
+[[noreturn]] void too_deep(const std::string& what) {
+  throw Error(what + ": nested deeper than " + std::to_string(kMaxJsonDepth) +
+              " levels (no graph dump is)");
+}
+
 const char* mode_code(AccessMode m) {
   switch (m) {
     case AccessMode::read:
@@ -413,7 +423,11 @@ Graph Graph::from_dot(std::string_view text) {
   for (const GraphEdge& e : edges) out.add_edge(e);
   const std::string& vn = dg[boost::graph_bundle].var_names;
   if (!vn.empty()) {
-    json parsed = json::parse(dot_unquote(vn), nullptr, false);
+    auto depth_limit = [](int depth, json::parse_event_t, json&) {
+      if (static_cast<std::size_t>(depth) >= kMaxJsonDepth) too_deep("DOT dump: 'var_names'");
+      return true;
+    };
+    json parsed = json::parse(dot_unquote(vn), depth_limit, false);
     if (parsed.is_discarded()) dot_error("graph", "'var_names' is not JSON");
     set_var_names(out, parsed, "DOT dump: graph");
   }
@@ -496,7 +510,8 @@ std::string get_string(const json& obj, const char* field, const std::string& wh
 }
 
 // A parser callback that rejects an object repeating a key (nlohmann's parser keeps the
-// last one), naming the place as the other errors do: "node 3 access 0", "edge 2".
+// last one), naming the place as the other errors do: "node 3 access 0", "edge 2", and
+// nesting beyond kMaxJsonDepth.
 class DuplicateKeys {
  public:
   bool operator()(int, json::parse_event_t event, json& parsed) {
@@ -505,6 +520,7 @@ class DuplicateKeys {
       case E::object_start:
       case E::array_start:
         count_element();
+        if (stack_.size() == kMaxJsonDepth) too_deep("graph JSON");
         stack_.push_back({event == E::object_start, {}, {}, 0});
         break;
       case E::object_end:

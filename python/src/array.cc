@@ -8,6 +8,8 @@
 #include "binding.h"
 #include "depengine/ndarray_ops.h"
 
+using namespace nanobind::literals;
+
 namespace depengine::python {
 namespace {
 
@@ -113,15 +115,14 @@ nb::tuple shape_tuple(const Shape& s) {
   return nb::tuple(l);
 }
 
-// Blocks with the GIL released; an op failure propagates as it is.
-void wait(const NDArray& a) {
-  nb::gil_scoped_release unlocked;
-  a.wait_to_read();
-}
+// Blocks with the GIL released, Ctrl-C ending the wait (wait.h); an op failure propagates
+// as it is.
+void wait(const NDArray& a) { python::wait_to_read(a.engine(), a.var()); }
 
-// The single element, waited for with the GIL released (item(), float(), int(), bool(),
-// format(), `in`).
+// The single element, waited for as wait() does (item(), float(), int(), bool(), format(),
+// `in`).
 float item_released(const NDArray& a) {
+  wait(a);
   nb::gil_scoped_release unlocked;
   return a.item();
 }
@@ -141,8 +142,84 @@ nb::object asnumpy(const NDArray& a) {
   return copy.cast();
 }
 
+// a.reshape(*shape) / a.reshape(shape), and as NumPy's and MXNet's, reshape(shape=...) and
+// order='C'.
+NDArray reshape(const NDArray& a, nb::args args, nb::kwargs kwargs) {
+  nb::handle spec = args.size() == 1 ? args[0] : nb::handle(args);
+  for (auto [key, value] : kwargs) {
+    const std::string k = nb::cast<std::string>(nb::str(key));
+    if (k == "shape") {
+      if (args.size() != 0) throw nb::type_error("reshape: the shape is given twice (positionally and as shape=)");
+      spec = value;
+    } else if (k == "order") {
+      if (!PyUnicode_Check(value.ptr()) || nb::cast<std::string>(value) != "C") {
+        throw nb::value_error("reshape: only order='C' is supported");
+      }
+    } else {
+      throw nb::type_error(("reshape: unexpected keyword argument '" + k +
+                            "' (it takes shape= and order=)").c_str());
+    }
+  }
+  if (args.size() == 0 && !kwargs.contains("shape")) {
+    throw nb::type_error("reshape: the new shape is missing (reshape(2, 3), reshape((2, 3)) or "
+                         "reshape(shape=(2, 3)))");
+  }
+  std::vector<long long> want;
+  auto add = [&](nb::handle h) {
+    if (PyBool_Check(h.ptr()) || !PyIndex_Check(h.ptr())) {
+      throw nb::type_error(("reshape: the shape must be ints or a tuple of ints, got " +
+                            std::string(Py_TYPE(h.ptr())->tp_name)).c_str());
+    }
+    nb::object i = nb::steal(PyNumber_Index(h.ptr()));
+    if (!i.is_valid()) throw nb::python_error();
+    want.push_back(int_value(i));
+  };
+  if (PyTuple_Check(spec.ptr()) || PyList_Check(spec.ptr())) {
+    for (nb::handle h : nb::borrow<nb::sequence>(spec)) add(h);
+  } else {
+    add(spec);
+  }
+  Shape shape;
+  long infer = -1;
+  std::size_t known = 1;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    if (want[i] == -1) {
+      if (infer >= 0) throw nb::value_error("reshape: can only specify one unknown dimension");
+      infer = static_cast<long>(i);
+      shape.push_back(0);
+    } else if (want[i] < 0) {
+      throw nb::value_error("reshape: negative dimensions are not allowed");
+    } else {
+      shape.push_back(static_cast<std::size_t>(want[i]));
+      known *= shape.back();
+    }
+  }
+  if (infer >= 0) {
+    if (known == 0 || a.size() % known != 0) {
+      throw nb::value_error(("cannot reshape array of shape " + shape_str(a.shape()) +
+                             " with an unknown dimension").c_str());
+    }
+    shape[infer] = a.size() / known;
+  }
+  return frontend_call(a.engine(), [&] { return a.reshape(shape); });
+}
+
+// numpy.asarray(x) / numpy.array(x, dtype=, copy=): always a copy (the storage is the
+// engine's, written by ops in flight), so copy=False is NumPy 2's ValueError.
+nb::object to_numpy(const NDArray& a, nb::handle dtype, nb::handle copy) {
+  if (copy.ptr() == Py_False) {
+    throw nb::value_error("Unable to avoid copy while creating an array as requested: a "
+                          "depengine array's storage belongs to the engine, so NumPy gets a "
+                          "copy (made after a wait); pass copy=None or call asnumpy()");
+  }
+  nb::object out = asnumpy(a);
+  if (dtype.is_none()) return out;
+  return out.attr("astype")(dtype, "copy"_a = false);
+}
+
 std::string repr(const NDArray& a) {
   std::ostringstream os;
+  wait(a);
   {
     nb::gil_scoped_release unlocked;
     os << a;
@@ -168,9 +245,20 @@ void bind_array(nb::module_& np) {
       .def_prop_ro("var", &NDArray::var, "The engine var that orders accesses to the storage.")
       .def("wait_to_read", &wait)
       .def("asnumpy", &asnumpy)
-      .def("__array__", [](const NDArray& a, nb::args, nb::kwargs) {
-        return nb::module_::import_("numpy").attr("array")(asnumpy(a));
+      .def("__array__", &to_numpy, nb::arg("dtype").none() = nb::none(),
+           nb::arg("copy").none() = nb::none())
+      // By value: pickling waits for the array (as asnumpy()) and unpickling makes a new one
+      // on the current engine, on the same device.
+      .def("__reduce__", [](const NDArray& a) {
+        nb::object rebuild = nb::module_::import_("depengine._reduce").attr("ndarray");
+        return nb::make_tuple(rebuild, nb::make_tuple(asnumpy(a), a.device().is_cpu() ? "cpu" : "gpu",
+                                                      a.device().id));
       })
+      // A pushed copy (no wait), as ndarray.copy().
+      .def("__copy__", [](const NDArray& a) { return frontend_call(a.engine(), [&] { return a.copy(); }); })
+      .def("__deepcopy__", [](const NDArray& a, nb::handle) {
+        return frontend_call(a.engine(), [&] { return a.copy(); });
+      }, nb::arg("memo").none())
       .def("tolist", [](const NDArray& a) { return asnumpy(a).attr("tolist")(); },
            "The elements as (nested) Python floats; waits, as asnumpy().")
       .def("astype", [](nb::handle self, nb::handle dtype, bool copy) -> nb::object {
@@ -211,6 +299,10 @@ void bind_array(nb::module_& np) {
         return nb::steal(i);
       })
       .def("__bool__", [](const NDArray& a) {
+        if (a.size() == 0) {  // NumPy 2's message
+          throw nb::value_error("The truth value of an empty array is ambiguous. Use "
+                                "`array.size > 0` to check that an array is not empty.");
+        }
         if (a.size() != 1) {
           throw nb::value_error("The truth value of an array with more than one element is ambiguous.");
         }
@@ -241,39 +333,9 @@ void bind_array(nb::module_& np) {
         nb::module_ builtins = nb::module_::import_("builtins");
         return builtins.attr("map")(self.attr("__getitem__"), builtins.attr("range")(a.shape()[0]));
       })
-      .def("reshape", [](const NDArray& a, nb::args args) {
-        nb::handle spec = args.size() == 1 ? args[0] : nb::handle(args);
-        std::vector<long long> want;
-        auto add = [&](nb::handle h) {
-          if (!PyLong_Check(h.ptr())) throw nb::type_error("reshape: dimensions must be int");
-          want.push_back(int_value(h));
-        };
-        if (PyLong_Check(spec.ptr())) add(spec);
-        else for (nb::handle h : nb::borrow<nb::sequence>(spec)) add(h);
-        Shape shape;
-        long infer = -1;
-        std::size_t known = 1;
-        for (std::size_t i = 0; i < want.size(); ++i) {
-          if (want[i] == -1) {
-            if (infer >= 0) throw nb::value_error("reshape: can only specify one unknown dimension");
-            infer = static_cast<long>(i);
-            shape.push_back(0);
-          } else if (want[i] < 0) {
-            throw nb::value_error("reshape: negative dimensions are not allowed");
-          } else {
-            shape.push_back(static_cast<std::size_t>(want[i]));
-            known *= shape.back();
-          }
-        }
-        if (infer >= 0) {
-          if (known == 0 || a.size() % known != 0) {
-            throw nb::value_error(("cannot reshape array of shape " + shape_str(a.shape()) +
-                                   " with an unknown dimension").c_str());
-          }
-          shape[infer] = a.size() / known;
-        }
-        return frontend_call(a.engine(), [&] { return a.reshape(shape); });
-      })
+      .def("reshape", &reshape,
+           "reshape(2, 3), reshape((2, 3)) or reshape(shape=(2, 3)); -1 infers one dimension; "
+           "order='C' only. A view: no copy.")
       .def("copy", [](const NDArray& a) { return frontend_call(a.engine(), [&] { return a.copy(); }); })
       .def("copyto", [](const NDArray& a, Device d) { return frontend_call(a.engine(), [&] { return a.copy_to(d); }); },
            nb::arg("ctx"))

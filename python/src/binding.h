@@ -10,6 +10,7 @@
 #include "depengine/engine.h"
 #include "depengine/ndarray.h"
 #include "gil.h"
+#include "wait.h"
 
 namespace depengine::python {
 
@@ -28,12 +29,23 @@ NDArray getitem(const NDArray& a, nb::handle key);
 void setitem(NDArray& a, nb::handle key, nb::handle value);
 // npx.record / npx.replay / npx.Segment (engine.cc).
 void bind_array_segments(nb::module_& npx);
+// npx.convolution, pooling, softmax, log_softmax, batch_norm (np_nn.cc).
+void bind_np_nn(nb::module_& npx);
+// _depengine._optim: the fused optimizer updates (optim.cc).
+void bind_optim(nb::module_& m);
+// _depengine._gluon: the fused layer ops (gluon_ops.cc).
+void bind_gluon_ops(nb::module_& m);
+// npx.memory_stats / pool_cap / set_pool_cap (memory.cc).
+void bind_memory(nb::module_& npx);
 
 // The engines Python has used: every Engine made from Python and the process default.
 // Engines made from Python live until the process exits (arrays made on one may outlive
 // its Python object); at exit each is waited for before the interpreter finalizes.
 void register_engine(Engine* e);
 void wait_registered_engines();
+// In a child of fork(): whether `e` was made in the parent (every call on it then raises
+// depengine.Error naming fork()).
+bool made_before_fork(const Engine& e);
 
 // Whether a push to `e` may block (the naive engine runs ops inline; a bounded engine
 // applies back-pressure), so the GIL must be released around it.
@@ -80,6 +92,11 @@ long long int_value(nb::handle h);
 // NumPy integer; not a bool) within [lo, hi]: TypeError for another type, ValueError naming
 // the range for a value outside it (however large).
 long long int_arg(nb::handle h, const char* fn, const char* name, long long lo, long long hi);
+// A number argument `name` of `fn` (int, float, a NumPy scalar; not a bool): TypeError
+// naming it otherwise.
+double number_arg(nb::handle h, const char* fn, const char* name);
+// A bool argument (a bool, a NumPy bool or an int): TypeError naming it otherwise.
+bool bool_arg(nb::handle h, const char* fn, const char* name);
 // ctx= / device=: None (the CPU), or a Device.
 Device device_arg(nb::handle ctx, nb::handle device, const char* fn);
 // A new array on `device` holding the elements of a NumPy array, a (nested) list or a scalar.
@@ -88,14 +105,17 @@ NDArray array_from(nb::handle obj, Device device, const char* fn);
 NDArray as_array(nb::handle h, const NDArray* like, const char* fn);
 
 // Runs a frontend call: its Error (a bad shape or device, found before anything is pushed)
-// becomes ValueError; the GIL is released when the push may block. Once the interpreter
-// exits, depengine.Error (gil.h, begin_exit).
+// becomes ValueError; the GIL is released when the push may block, and on a bounded engine
+// the call first waits for a place (interruptibly, wait.h). Once the interpreter exits, and
+// in a child of fork() on an engine of the parent, depengine.Error.
 template <class F>
 decltype(auto) frontend_call(const Engine& e, F&& f) {
   check_not_exiting();
+  wait_for_place(e);
   try {
     return maybe_released(push_may_block(e), std::forward<F>(f));
   } catch (const Error& err) {
+    if (made_before_fork(e)) throw;
     throw nb::value_error(err.what());
   }
 }

@@ -44,6 +44,28 @@ bool scalar_value(nb::handle h, float& out) {
   return false;
 }
 
+double number_arg(nb::handle h, const char* fn, const char* name) {
+  float unused;
+  if (PyBool_Check(h.ptr()) || !scalar_value(h, unused)) {
+    throw nb::type_error((std::string(fn) + ": " + name + " must be a number, got " +
+                          tp_name_of(h)).c_str());
+  }
+  const double v = PyFloat_AsDouble(h.ptr());
+  if (v == -1.0 && PyErr_Occurred()) throw nb::python_error();
+  return v;
+}
+
+bool bool_arg(nb::handle h, const char* fn, const char* name) {
+  if (PyBool_Check(h.ptr())) return h.ptr() == Py_True;
+  if (PyLong_Check(h.ptr())) return int_value(h) != 0;
+  static PyObject* np_bool = numpy().attr("bool_").inc_ref().ptr();
+  if (PyObject_TypeCheck(h.ptr(), reinterpret_cast<PyTypeObject*>(np_bool))) {
+    return PyObject_IsTrue(h.ptr()) == 1;
+  }
+  throw nb::type_error((std::string(fn) + ": " + name + " must be True or False, got " +
+                        tp_name_of(h)).c_str());
+}
+
 void check_dtype(nb::handle dtype, const char* fn) {
   if (dtype.is_none()) return;
   nb::object d;
@@ -134,8 +156,11 @@ NDArray array_from(nb::handle obj, Device device, const char* fn) {
   nb::object arr = numpy().attr("asarray")(obj);
   const std::string kind = nb::cast<std::string>(arr.attr("dtype").attr("kind"));
   if (kind != "f" && kind != "i" && kind != "u" && kind != "b") {
-    throw nb::type_error((std::string(fn) + ": cannot make a float32 array from data of dtype " +
-                          nb::cast<std::string>(nb::str(nb::object(arr.attr("dtype"))))).c_str());
+    throw nb::type_error((std::string(fn) + ": object must be a number, a (nested) list of "
+                          "numbers or an array, got " + tp_name_of(obj) +
+                          " (a float32 array cannot be made from data of dtype " +
+                          nb::cast<std::string>(nb::str(nb::object(arr.attr("dtype")))) + ")")
+                             .c_str());
   }
   // asarray, not ascontiguousarray, which makes a 0-d array 1-d.
   arr = numpy().attr("asarray")(arr, "dtype"_a = float32_dtype(), "order"_a = "C");

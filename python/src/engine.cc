@@ -3,22 +3,30 @@
 #include <nanobind/stl/vector.h>
 #include <nanobind/stl/unique_ptr.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <climits>
-#include <cstdio>
 #include <memory>
 #include <mutex>
 
 #include "binding.h"
 #include "depengine/record.h"
 #include "gil.h"
+#include "wait.h"
 
 namespace depengine::python {
 namespace {
 
+// Each engine with the process that registered it (the one it was made in: engines are
+// registered as they are made, the default one at import).
+struct Registered {
+  Engine* e;
+  pid_t pid;
+};
 std::mutex g_engines_mu;
-std::vector<Engine*>& engines() {
-  static auto* v = new std::vector<Engine*>;  // never destroyed: see register_engine
+std::vector<Registered>& engines() {
+  static auto* v = new std::vector<Registered>;  // never destroyed: see register_engine
   return *v;
 }
 
@@ -31,16 +39,13 @@ struct EngineRef {
 // it); scopes are kept per thread and must close in reverse order.
 thread_local std::vector<std::pair<Engine*, std::unique_ptr<EngineScope>>> t_scopes;
 
-// Inside Engine.record / depengine.record on this thread: the Python ops pushed now are
-// kept by a segment and called again by its replays, so they keep their callable.
-thread_local int t_recording = 0;
-
 // Calls the Python callable `f` (with the result of `arg()` when given) on the calling
 // thread, taking the GIL, and drops `f` while it holds it unless `keep` (a recorded op, run
 // again by replays); a Python exception becomes a PyOpError.
 template <class Arg>
 void call_python(PyRef& f, const std::string& name, Arg&& arg, bool keep = false) {
   const bool ran = with_gil([&] {
+    InOp in_op;
     nb::object a = arg();
     PyObject* r = a.is_valid() ? PyObject_CallOneArg(f.get(), a.ptr())
                                : PyObject_CallNoArgs(f.get());
@@ -57,11 +62,11 @@ void call_python(PyRef& f, const std::string& name, Arg&& arg, bool keep = false
 
 // The `done` given to a push_async function: done() or done(exc).
 struct Done {
-  Completion c;
+  std::shared_ptr<DoneSlot> slot;
   void call(nb::handle exc) {
     if (exc.is_none()) {
       nb::gil_scoped_release unlocked;
-      c();
+      call_done(*slot, nullptr);
       return;
     }
     if (!PyExceptionInstance_Check(exc.ptr())) {
@@ -70,7 +75,7 @@ struct Done {
     }
     std::exception_ptr e = std::make_exception_ptr(PyOpError(exc.ptr()));
     nb::gil_scoped_release unlocked;
-    c(std::move(e));
+    call_done(*slot, std::move(e));
   }
 };
 
@@ -106,10 +111,11 @@ void push(EngineRef& self, nb::handle fn, nb::handle reads, nb::handle writes,
   check_not_exiting();
   PyRef f = callable(fn, "push");
   const std::vector<Var> r = to_vars(reads, "reads"), w = to_vars(writes, "writes");
-  auto body = [f = std::move(f), name, keep = t_recording > 0]() mutable {
+  auto body = [f = std::move(f), name, keep = in_record_region()]() mutable {
     call_python(f, name, [] { return nb::object(); }, keep);
   };
   Engine& e = *self.e;
+  wait_for_place(e);
   maybe_released(push_may_block(e), [&] { e.push(std::move(body), r, w, push_options(name, priority)); });
 }
 
@@ -120,10 +126,12 @@ void push_async(EngineRef& self, nb::handle fn, nb::handle reads, nb::handle wri
   check_not_exiting();
   PyRef f = callable(fn, "push_async");
   const std::vector<Var> r = to_vars(reads, "reads"), w = to_vars(writes, "writes");
-  auto body = [f = std::move(f), name, keep = t_recording > 0](Completion done) mutable {
-    call_python(f, name, [&] { return nb::cast(Done{std::move(done)}); }, keep);
-  };
   Engine& e = *self.e;
+  auto body = [f = std::move(f), name, keep = in_record_region(), e = &e](Completion done) mutable {
+    call_python(f, name, [&] { return nb::cast(Done{make_done_slot(e, name, std::move(done))}); },
+                keep);
+  };
+  wait_for_place(e);
   maybe_released(push_may_block(e),
                  [&] { e.push_async(std::move(body), r, w, push_options(name, priority)); });
 }
@@ -131,9 +139,9 @@ void push_async(EngineRef& self, nb::handle fn, nb::handle reads, nb::handle wri
 // Calls the Python callable `fn` with no arguments (GIL held) inside a record region; its
 // exception propagates as it is.
 void call_in_region(nb::handle fn) {
-  ++t_recording;
+  enter_record_region();
   struct Leave {
-    ~Leave() { --t_recording; }
+    ~Leave() { leave_record_region(); }
   } leave;
   nb::object r = nb::borrow(fn)();
 }
@@ -145,6 +153,7 @@ Segment record(EngineRef& self, nb::handle fn) {
 
 void replay(EngineRef& self, const Segment& seg) {
   Engine& e = *self.e;
+  wait_for_place(e);
   maybe_released(push_may_block(e), [&] { e.replay(seg); });
 }
 
@@ -167,6 +176,7 @@ nd::Segment record_arrays(nb::handle fn, nb::handle inputs) {
 void replay_arrays(const nd::Segment& seg, nb::handle inputs) {
   if (!seg) throw Error("replay: the segment was not recorded");
   const Engine& e = current_engine();
+  wait_for_place(e);
   if (inputs.is_none()) {
     maybe_released(push_may_block(e), [&] { nd::replay(seg); });
     return;
@@ -193,28 +203,31 @@ Var one_var(nb::handle v, const char* what) {
 void register_engine(Engine* e) {
   std::lock_guard lk(g_engines_mu);
   auto& v = engines();
-  if (std::find(v.begin(), v.end(), e) == v.end()) v.push_back(e);
+  if (std::none_of(v.begin(), v.end(), [&](const Registered& r) { return r.e == e; })) {
+    v.push_back({e, getpid()});
+  }
+}
+
+bool made_before_fork(const Engine& e) {
+  if (!forked_child()) return false;
+  std::lock_guard lk(g_engines_mu);
+  for (const Registered& r : engines()) {
+    if (r.e == &e) return r.pid != getpid();
+  }
+  return false;
 }
 
 void wait_registered_engines() {
-  std::vector<Engine*> all;
+  std::vector<Engine*> mine;  // a child of fork() has none of its parent's engines' threads
   {
     std::lock_guard lk(g_engines_mu);
-    all = engines();
-  }
-  nb::gil_scoped_release unlocked;
-  for (Engine* e : all) {
-    // A failure no wait reported is said on stderr rather than lost (as Python does for an
-    // exception that ends a thread, or asyncio for one never retrieved); the exit goes on.
-    try {
-      e->wait_all();
-    } catch (const std::exception& err) {
-      std::fprintf(stderr, "depengine: an operation failed and no wait reported it: %s\n",
-                   err.what());
-    } catch (...) {
-      std::fprintf(stderr, "depengine: an operation failed and no wait reported it\n");
+    for (const Registered& r : engines()) {
+      if (r.pid == getpid()) mine.push_back(r.e);
     }
   }
+  // A failure no wait reported is said on stderr rather than lost (as Python does for an
+  // exception that ends a thread, or asyncio for one never retrieved); the exit goes on.
+  wait_at_exit(mine);
 }
 
 Engine& engine_arg(nb::handle engine) {
@@ -289,8 +302,13 @@ void bind_engine(nb::module_& m) {
                         "max_inflight=0, sim_gpus=0). 0 takes the environment's value or the "
                         "default. `with engine:` makes it the current engine of this thread.")
       .def("__init__",
-           [](EngineRef* self, const std::string& kind, nb::handle cpu_threads,
+           [](EngineRef* self, nb::handle kind_arg, nb::handle cpu_threads,
               nb::handle max_inflight, nb::handle sim_gpus) {
+             if (!PyUnicode_Check(kind_arg.ptr())) {
+               throw nb::type_error(("Engine: kind must be 'threaded' or 'naive', got " +
+                                     std::string(Py_TYPE(kind_arg.ptr())->tp_name)).c_str());
+             }
+             const std::string kind = nb::cast<std::string>(kind_arg);
              const EngineOptions options{
                  .cpu_threads = static_cast<int>(int_arg(cpu_threads, "Engine", "cpu_threads", 0, INT_MAX)),
                  .max_inflight = static_cast<long>(
@@ -300,13 +318,14 @@ void bind_engine(nb::module_& m) {
              try {
                e = Engine::create(kind, options);
              } catch (const Error& err) {
+               if (forked_child()) throw;  // depengine.Error, as for every engine call there
                throw nb::value_error(err.what());
              }
              Engine* raw = e.release();
              register_engine(raw);
              new (self) EngineRef{raw};
            },
-           nb::arg("kind") = "threaded", nb::kw_only(), nb::arg("cpu_threads").none() = 0,
+           nb::arg("kind").none() = "threaded", nb::kw_only(), nb::arg("cpu_threads").none() = 0,
            nb::arg("max_inflight").none() = 0, nb::arg("sim_gpus").none() = 0)
       .def_prop_ro("kind", [](const EngineRef& s) { return std::string(s.e->kind()); })
       .def_prop_ro("cpu_threads", [](const EngineRef& s) { return s.e->cpu_threads(); })
@@ -314,31 +333,26 @@ void bind_engine(nb::module_& m) {
       .def_prop_ro("sim_gpus", [](const EngineRef& s) { return s.e->sim_gpus(); })
       .def_prop_ro("pending", [](const EngineRef& s) { return s.e->pending(); })
       .def("new_var", [](EngineRef& s) { return s.e->new_var(); })
-      .def("push", &push, nb::arg("fn"), nb::arg("reads").none() = nb::tuple(),
+      .def("push", &push, nb::arg("fn").none(), nb::arg("reads").none() = nb::tuple(),
            nb::arg("writes").none() = nb::tuple(), nb::kw_only(), nb::arg("name").none() = "python",
            nb::arg("priority").none() = 0,
            "Pushes fn() to run on a worker once its reads and writes allow; returns at once.")
-      .def("push_async", &push_async, nb::arg("fn"), nb::arg("reads").none() = nb::tuple(),
+      .def("push_async", &push_async, nb::arg("fn").none(), nb::arg("reads").none() = nb::tuple(),
            nb::arg("writes").none() = nb::tuple(), nb::kw_only(), nb::arg("name").none() = "python",
            nb::arg("priority").none() = 0,
            "Pushes fn(done); the op ends when done() or done(exc) is called, from any thread.")
-      .def("record", &record, nb::arg("fn"),
+      .def("record", &record, nb::arg("fn").none(),
            "Runs fn() now and returns the ops it pushed to this engine as a Segment; a wait "
            "or delete_var inside fn is an Error.")
       .def("replay", &replay, nb::arg("segment"),
            "Pushes the ops of a Segment recorded on this engine again.")
       .def("wait_to_read",
            [](EngineRef& s, nb::handle v) {
-             Var var = one_var(v, "wait_to_read");
-             nb::gil_scoped_release unlocked;
-             s.e->wait_to_read(var);
+             python::wait_to_read(*s.e, one_var(v, "wait_to_read"));
            },
            nb::arg("var"))
       .def("wait_all",
-           [](EngineRef& s) {
-             nb::gil_scoped_release unlocked;
-             s.e->wait_all();
-           })
+           [](EngineRef& s) { python::wait_all(*s.e); })
       .def("delete_var", [](EngineRef& s, nb::handle v) { s.e->delete_var(one_var(v, "delete_var")); },
            nb::arg("var"))
       .def("__enter__",
@@ -353,7 +367,12 @@ void bind_engine(nb::module_& m) {
                throw nb::value_error("Engine.__exit__: this engine is not the innermost "
                                      "`with` engine of this thread");
              }
+             // Its RNG state's var is deleted now, a push that back-pressure may hold until
+             // a running Python op, which needs the GIL, returns.
+             auto scope = std::move(t_scopes.back());
              t_scopes.pop_back();
+             nb::gil_scoped_release unlocked;
+             scope.second.reset();
            })
       .def("__repr__", [](const EngineRef& s) {
         return "Engine('" + std::string(s.e->kind()) + "', cpu_threads=" +
@@ -377,7 +396,7 @@ void bind_array_segments(nb::module_& npx) {
                           "inputs) runs them again.")
       .def("__len__", [](const nd::Segment& s) { return s.ops().size(); })
       .def_prop_ro("inputs", [](const nd::Segment& s) { return s.inputs(); });
-  npx.def("record", &record_arrays, nb::arg("fn"), nb::arg("inputs") = nb::none(),
+  npx.def("record", &record_arrays, nb::arg("fn").none(), nb::arg("inputs").none() = nb::none(),
           "Runs fn() once, recording the array ops it pushes to the current engine; `inputs` "
           "are the arrays a replay may rebind. Blocking inside fn is an Error.");
   npx.def("replay", &replay_arrays, nb::arg("segment"), nb::arg("inputs") = nb::none(),

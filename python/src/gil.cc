@@ -1,5 +1,7 @@
 #include "gil.h"
 
+#include <depengine/running_op.h>
+
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
@@ -56,7 +58,9 @@ std::atomic<bool> g_exiting{false};
 void begin_exit() noexcept { g_exiting.store(true); }
 
 void check_not_exiting() {
-  if (g_exiting.load(std::memory_order_relaxed)) {
+  // A push made by a running op belongs to that op's wait_all epoch, which the exit hook's
+  // wait covers: it goes through.
+  if (g_exiting.load(std::memory_order_relaxed) && !in_running_op()) {
     throw Error("the interpreter is exiting: depengine takes no more work (a daemon thread "
                 "pushed after the main thread ended)");
   }
@@ -129,16 +133,25 @@ PyOpError PyOpError::fetch() {
   return e;
 }
 
-PyOpError::PyOpError(PyObject* exc) : exc_(exc), what_(describe(exc)) {}
+PyOpError::PyOpError(PyObject* exc) : exc_(exc), what_(describe(exc)) {
+  if (PyExceptionInstance_Check(exc)) {
+    PyObject* tb = PyException_GetTraceback(exc);
+    tb_ = PyRef(tb);
+    Py_XDECREF(tb);
+  }
+}
 
 void PyOpError::restore() const {
   PyObject* e = exc_.get();
   if (e && PyExceptionInstance_Check(e)) {
-    // The exception object itself, with the traceback of the op that raised it.
+    // The exception object itself, with the traceback of the op that raised it (not the
+    // frames earlier raises added).
     PyObject* type = reinterpret_cast<PyObject*>(Py_TYPE(e));
+    PyException_SetTraceback(e, tb_.get() ? tb_.get() : Py_None);
     Py_INCREF(type);
     Py_INCREF(e);
-    PyErr_Restore(type, e, PyException_GetTraceback(e));
+    Py_XINCREF(tb_.get());
+    PyErr_Restore(type, e, tb_.get());
   } else {
     PyErr_SetString(PyExc_RuntimeError, what_.c_str());
   }

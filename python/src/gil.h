@@ -48,7 +48,7 @@ void close_python();
 // made from Python after it raises depengine.Error (check_not_exiting), so that a daemon
 // thread still pushing cannot keep that wait going (and memory growing) without end.
 void begin_exit() noexcept;
-// Throws Error, for a push made after begin_exit().
+// Throws Error, for a push made after begin_exit() other than by a running op.
 void check_not_exiting();
 
 // A strong reference that may be copied, moved and destroyed on any thread. A copy without
@@ -74,8 +74,10 @@ class PyRef {
 };
 
 // A Python exception raised inside an op (or passed to `done(exc)`), carried through the
-// engine to the wait that re-raises it: the same exception object, with its type, message
-// and traceback.
+// engine to the wait that re-raises it: the same exception object, with its type, message,
+// cause and the traceback it had when it failed the op. (Each raise appends the frames it
+// passes through to __traceback__; re-raised as it was left, a var waited for 1,000 times
+// grew a 2,001-frame traceback that kept every frame's locals alive.)
 class PyOpError : public std::exception {
  public:
   // Takes the exception being raised (PyErr_Occurred(), GIL held) and clears it.
@@ -88,6 +90,7 @@ class PyOpError : public std::exception {
 
  private:
   PyRef exc_;
+  PyRef tb_;  // __traceback__ when the op failed
   std::string what_;
 };
 

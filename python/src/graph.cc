@@ -5,6 +5,7 @@
 #include <nanobind/stl/vector.h>
 
 #include <memory>
+#include <unordered_map>
 
 #include "binding.h"
 #include "depengine/graph.h"
@@ -15,15 +16,34 @@
 namespace depengine::python {
 namespace {
 
+// The recordings active on each engine, outermost first (GIL held): the engine's observer
+// fans out to all of them, so a `record` nested in another on the same engine keeps both
+// (replacing the observer, and clearing it at the inner exit, dropped the inner ops and
+// every later one from the outer graph).
+std::unordered_map<Engine*, std::vector<std::shared_ptr<Observer>>>& active_recordings() {
+  static auto* m = new std::unordered_map<Engine*, std::vector<std::shared_ptr<Observer>>>;
+  return *m;
+}
+
+void observe(Engine& e, const std::vector<std::shared_ptr<Observer>>& active) {
+  if (active.empty()) {
+    e.set_observer(nullptr);
+  } else if (active.size() == 1) {
+    e.set_observer(active.front());
+  } else {
+    e.set_observer(std::make_shared<ObserverFanout>(active));
+  }
+}
+
 // A region of pushes observed by a recorder and/or a profiler: `with de.record(e) as rec:`.
 struct Recording {
   Engine* engine;
   std::shared_ptr<GraphRecorder> recorder;
   std::shared_ptr<Profiler> profiler;
-  bool active = false;
+  std::shared_ptr<Observer> observer = nullptr;  // while active
 
   void enter() {
-    if (active) throw nb::value_error("record: this region is already being recorded");
+    if (observer) throw nb::value_error("record: this region is already being recorded");
     std::shared_ptr<Observer> o;
     if (recorder && profiler) {
       o = std::make_shared<ObserverFanout>(
@@ -33,12 +53,22 @@ struct Recording {
     } else {
       o = profiler;
     }
-    engine->set_observer(std::move(o));
-    active = true;
+    auto& active = active_recordings()[engine];
+    active.push_back(o);
+    try {
+      observe(*engine, active);
+    } catch (...) {
+      active.pop_back();
+      throw;
+    }
+    observer = std::move(o);
   }
   void exit() {
-    if (active) engine->set_observer(nullptr);
-    active = false;
+    if (!observer) return;
+    auto& active = active_recordings()[engine];
+    std::erase(active, observer);
+    observer = nullptr;
+    observe(*engine, active);
   }
 };
 
@@ -205,11 +235,29 @@ void bind_graph(nb::module_& m) {
            nb::arg("engine") = nb::none(),
            "Runs it on `engine` (default: the current one); returns the wall time in seconds.");
   m.def("load_program",
-        [](const std::string& path) { return value_errors([&] { return graphfile::load_program(path); }); },
-        nb::arg("path"), "Reads a graph file or a graph JSON dump.");
+        [](nb::handle path_arg) {
+          // A str or an os.PathLike ("-": standard input).
+          nb::object path = nb::steal(PyOS_FSPath(path_arg.ptr()));
+          if (!path.is_valid() || !PyUnicode_Check(path.ptr())) {
+            PyErr_Clear();
+            throw nb::type_error(("load_program: path must be a str or an os.PathLike, got " +
+                                  std::string(Py_TYPE(path_arg.ptr())->tp_name)).c_str());
+          }
+          const std::string p = nb::cast<std::string>(path);
+          return value_errors([&] { return graphfile::load_program(p); });
+        },
+        nb::arg("path").none(), "Reads a graph file or a graph JSON dump.");
   m.def("parse_program",
-        [](const std::string& text) { return value_errors([&] { return graphfile::parse_program(text); }); },
-        nb::arg("text"));
+        [](nb::handle text_arg) {
+          if (!PyUnicode_Check(text_arg.ptr())) {
+            throw nb::type_error(("parse_program: text must be a str (a graph file or a graph "
+                                  "JSON dump), got " + std::string(Py_TYPE(text_arg.ptr())->tp_name))
+                                     .c_str());
+          }
+          const std::string text = nb::cast<std::string>(text_arg);
+          return value_errors([&] { return graphfile::parse_program(text); });
+        },
+        nb::arg("text").none(), "Reads a graph file or a graph JSON dump from a str.");
 }
 
 }  // namespace depengine::python

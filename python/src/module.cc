@@ -30,6 +30,10 @@ NB_MODULE(_depengine, m) {
         return nb::isinstance<Device>(b) && a == nb::cast<Device>(b);
       })
       .def("__hash__", [](const Device& d) { return d.id * 2 + (d.is_gpu() ? 1 : 0); })
+      .def("__reduce__", [](const Device& d) {
+        return nb::make_tuple(nb::module_::import_("depengine._reduce").attr("device"),
+                              nb::make_tuple(d.is_cpu() ? "cpu" : "gpu", d.id));
+      })
       .def("__repr__", [](const Device& d) {
         return std::string(d.is_cpu() ? "cpu(" : "gpu(") + std::to_string(d.id) + ")";
       });
@@ -42,7 +46,11 @@ NB_MODULE(_depengine, m) {
   bind_np(np, npx);
   bind_np_more(np, npx);
   bind_array_segments(npx);
+  bind_np_nn(npx);
+  bind_optim(m);
+  bind_gluon_ops(m);
   bind_autograd(m, np);
+  bind_memory(npx);
 
   m.def("_close_python",
         [] {
@@ -51,5 +59,6 @@ NB_MODULE(_depengine, m) {
           close_python();
         },
         "atexit: waits for every engine Python used, then stops workers from entering Python.");
+  init_waits();
   register_engine(&Engine::get());
 }

@@ -66,13 +66,14 @@ NDArray reduce(const NDArray& a, nb::handle axis, bool keepdims, const char* fn,
   return r.reshape(s);
 }
 
-#define DEPENGINE_REDUCTION(name, over)                                                   \
-  [](const NDArray& a, nb::handle axis, nb::handle dtype, nb::handle out, bool keepdims) { \
-    check_dtype(dtype, #name);                                                            \
-    check_no_out(out, #name);                                                             \
-    return reduce(                                                                        \
-        a, axis, keepdims, #name, [](const NDArray& x) { return nd::name(x); },           \
-        [](const NDArray& x, int ax) { return nd::name(x, ax); }, over);                  \
+#define DEPENGINE_REDUCTION(name, over)                                                    \
+  [](nb::handle a, nb::handle axis, nb::handle dtype, nb::handle out, nb::handle keepdims) { \
+    check_dtype(dtype, #name);                                                             \
+    check_no_out(out, #name);                                                              \
+    return reduce(                                                                         \
+        as_array(a, nullptr, #name), axis, bool_arg(keepdims, #name, "keepdims"), #name,    \
+        [](const NDArray& x) { return nd::name(x); },                                      \
+        [](const NDArray& x, int ax) { return nd::name(x, ax); }, over);                   \
   }
 #define DEPENGINE_OVER(name) [](const NDArray& x, const std::vector<int>& axes) { return nd::name(x, axes); }
 
@@ -143,21 +144,28 @@ void bind_np(nb::module_& np, nb::module_& npx) {
          "shape"_a, "fill_value"_a, "dtype"_a = nb::none(), nb::kw_only(), "ctx"_a = nb::none(),
          "device"_a = nb::none());
   np.def("arange",
-         [](double start, std::optional<double> stop, double step, nb::handle dtype, nb::handle ctx,
-            nb::handle device) {
+         [](nb::handle start_arg, nb::handle stop_arg, nb::handle step_arg, nb::handle dtype,
+            nb::handle ctx, nb::handle device) {
            check_dtype(dtype, "arange");
            const Device d = device_arg(ctx, device, "arange");
+           const double start = number_arg(start_arg, "arange", "start");
+           const double step = number_arg(step_arg, "arange", "step");
+           const std::optional<double> stop =
+               stop_arg.is_none() ? std::nullopt
+                                  : std::optional<double>(number_arg(stop_arg, "arange", "stop"));
            const double lo = stop ? start : 0.0, hi = stop ? *stop : start;
            return frontend_call(creation_engine(), [&] { return nd::arange(lo, hi, step, d); });
          },
-         "start"_a, "stop"_a = nb::none(), "step"_a = 1.0, "dtype"_a = nb::none(), nb::kw_only(),
+         "start"_a.none(), "stop"_a.none() = nb::none(), "step"_a.none() = 1.0,
+         "dtype"_a = nb::none(), nb::kw_only(),
          "ctx"_a = nb::none(), "device"_a = nb::none());
   np.def("array",
          [](nb::handle object, nb::handle dtype, nb::handle ctx, nb::handle device) {
            check_dtype(dtype, "array");
            return array_from(object, device_arg(ctx, device, "array"), "array");
          },
-         "object"_a, "dtype"_a = nb::none(), nb::kw_only(), "ctx"_a = nb::none(), "device"_a = nb::none());
+         "object"_a.none(), "dtype"_a = nb::none(), nb::kw_only(), "ctx"_a = nb::none(),
+         "device"_a = nb::none());
 
   // Elementwise.
   np.def("exp", &unary<nd::exp>, "x"_a);
@@ -180,18 +188,25 @@ void bind_np(nb::module_& np, nb::module_& npx) {
   np.def("minimum", &binary<nd::minimum>, "x1"_a, "x2"_a);
   np.def("dot", &binary<nd::dot>, "a"_a, "b"_a);
   np.def("matmul", &binary<nd::dot>, "a"_a, "b"_a);
-  np.def("reshape", [](const NDArray& a, nb::handle shape) {
-    return nb::cast(a).attr("reshape")(shape);
-  }, "a"_a, "newshape"_a);
+  // MXNet's np.reshape(a, newshape) and NumPy 2.1's np.reshape(a, shape=...).
+  np.def("reshape", [](nb::handle a, nb::handle shape, nb::handle order, nb::handle newshape) {
+    if (!shape.is_none() && !newshape.is_none()) {
+      throw nb::type_error("reshape: give the shape once (shape= or newshape=)");
+    }
+    const NDArray x = as_array(a, nullptr, "reshape");
+    return nb::cast(x).attr("reshape")("shape"_a = shape.is_none() ? newshape : shape,
+                                       "order"_a = order);
+  }, "a"_a.none(), "shape"_a.none() = nb::none(), "order"_a.none() = "C", nb::kw_only(),
+     "newshape"_a.none() = nb::none());
 
   // Reductions, as functions and as methods.
   nb::object cls = np.attr("ndarray");
   auto reduction = [&](const char* name, auto fn) {
-    np.def(name, fn, "a"_a, "axis"_a = nb::none(), "dtype"_a = nb::none(), "out"_a = nb::none(),
-           "keepdims"_a = false);
+    np.def(name, fn, "a"_a.none(), "axis"_a.none() = nb::none(), "dtype"_a.none() = nb::none(),
+           "out"_a.none() = nb::none(), "keepdims"_a.none() = false);
     cls.attr(name) = nb::cpp_function(fn, nb::scope(cls), nb::is_method(), nb::name(name),
-                                      "axis"_a = nb::none(), "dtype"_a = nb::none(),
-                                      "out"_a = nb::none(), "keepdims"_a = false);
+                                      "axis"_a.none() = nb::none(), "dtype"_a.none() = nb::none(),
+                                      "out"_a.none() = nb::none(), "keepdims"_a.none() = false);
   };
   reduction("sum", DEPENGINE_REDUCTION(sum, DEPENGINE_OVER(sum)));
   reduction("mean", DEPENGINE_REDUCTION(mean, DEPENGINE_OVER(mean)));
@@ -204,16 +219,22 @@ void bind_np(nb::module_& np, nb::module_& npx) {
   // Random.
   nb::module_ rnd = np.def_submodule("random", "mxnet.np.random");
   rnd.def("normal",
-             [](float loc, float scale, nb::handle size, nb::handle dtype, nb::handle ctx, nb::handle device) {
-               return make_random("normal", size, dtype, ctx, device, loc, scale, true);
+             [](nb::handle loc, nb::handle scale, nb::handle size, nb::handle dtype, nb::handle ctx,
+                nb::handle device) {
+               return make_random("normal", size, dtype, ctx, device,
+                                  static_cast<float>(number_arg(loc, "normal", "loc")),
+                                  static_cast<float>(number_arg(scale, "normal", "scale")), true);
              },
-             "loc"_a = 0.0f, "scale"_a = 1.0f, "size"_a = nb::none(), "dtype"_a = nb::none(),
+             "loc"_a.none() = 0.0f, "scale"_a.none() = 1.0f, "size"_a = nb::none(), "dtype"_a = nb::none(),
              nb::kw_only(), "ctx"_a = nb::none(), "device"_a = nb::none());
   rnd.def("uniform",
-             [](float low, float high, nb::handle size, nb::handle dtype, nb::handle ctx, nb::handle device) {
-               return make_random("uniform", size, dtype, ctx, device, low, high, false);
+             [](nb::handle low, nb::handle high, nb::handle size, nb::handle dtype, nb::handle ctx,
+                nb::handle device) {
+               return make_random("uniform", size, dtype, ctx, device,
+                                  static_cast<float>(number_arg(low, "uniform", "low")),
+                                  static_cast<float>(number_arg(high, "uniform", "high")), false);
              },
-             "low"_a = 0.0f, "high"_a = 1.0f, "size"_a = nb::none(), "dtype"_a = nb::none(),
+             "low"_a.none() = 0.0f, "high"_a.none() = 1.0f, "size"_a = nb::none(), "dtype"_a = nb::none(),
              nb::kw_only(), "ctx"_a = nb::none(), "device"_a = nb::none());
   auto seed = [](nb::handle arg) {
     const long long s = int_arg(arg, "seed", "seed", 0, LLONG_MAX);
@@ -225,9 +246,7 @@ void bind_np(nb::module_& np, nb::module_& npx) {
   // npx.
   npx.def("waitall",
           [] {
-            Engine& e = creation_engine();
-            nb::gil_scoped_release unlocked;
-            e.wait_all();
+            python::wait_all(creation_engine());
           },
           "Waits for every op pushed to the current engine; raises the first failure.");
   npx.def("set_np", [](nb::args, nb::kwargs) {}, "Accepted for MXNet code; depengine.np is always on.");

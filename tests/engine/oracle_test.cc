@@ -25,6 +25,7 @@
 #include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -183,15 +184,73 @@ class Completer {
   std::atomic<std::size_t> next_{0};
 };
 
-// `ran[op.index]` is set when the op's body starts.
+// Ops pushed by running ops (issue 27): every fifth synchronous CPU op, once it has
+// computed what it writes, pushes a child that writes a var of its own; the child pushes a
+// grandchild that reads it and writes another. Both run exactly when their pusher's body
+// did not throw, and the program's last wait_all must find them done: they belong to the
+// epoch of the op that pushed them. The last ops' children are slow, so that they are still
+// to come when that wait_all is called.
+class Nested {
+ public:
+  Nested(Engine& e, std::size_t ops) : e_(e), value_(ops, 0), grand_value_(ops, 0),
+                                       ran_(ops, 0), grand_ran_(ops, 0) {
+    for (std::size_t i = 0; i < ops; ++i) {
+      var_.push_back(pushes_at(i) ? e.new_var() : Var());
+      grand_var_.push_back(pushes_at(i) ? e.new_var() : Var());
+    }
+  }
+  static bool pushes(const OpSpec& op) {
+    return op.gpu < 0 && !op.async && pushes_at(static_cast<std::size_t>(op.index));
+  }
+  // Called by op's body with what it computed.
+  void from(const OpSpec& op, std::uint64_t h) {
+    const auto i = static_cast<std::size_t>(op.index);
+    const bool late = i + 100 >= ran_.size();
+    e_.push([this, i, h, late] {
+      if (late) std::this_thread::sleep_for(std::chrono::microseconds(300));
+      value_[i] = mix(h, 424242);
+      ran_[i] = 1;
+      e_.push([this, i] {
+        grand_value_[i] = mix(value_[i], 7);
+        grand_ran_[i] = 1;
+      }, {var_[i]}, {grand_var_[i]});
+    }, {}, {var_[i]});
+  }
+  // Checks op's nested ops against the model: `h` is what the op computes there, `ran`
+  // whether its body ran to the end. Returns a description of the first mismatch, or "".
+  std::string check(const OpSpec& op, bool ran, std::uint64_t h) const {
+    if (!pushes(op)) return "";
+    const auto i = static_cast<std::size_t>(op.index);
+    if (ran_[i] != ran || grand_ran_[i] != ran) {
+      return "op " + std::to_string(i) + (ran ? " ran" : " did not run") + ", its child ran " +
+             std::to_string(int{ran_[i]}) + " and grandchild " + std::to_string(int{grand_ran_[i]});
+    }
+    if (ran && (value_[i] != mix(h, 424242) || grand_value_[i] != mix(mix(h, 424242), 7))) {
+      return "op " + std::to_string(i) + ": its nested ops computed the wrong values";
+    }
+    return "";
+  }
+
+ private:
+  static bool pushes_at(std::size_t i) { return i % 5 == 0; }
+  Engine& e_;
+  std::vector<Var> var_, grand_var_;
+  std::vector<std::uint64_t> value_, grand_value_;
+  std::vector<char> ran_, grand_ran_;
+};
+
+// `ran[op.index]` is set when the op's body starts; `nested`, when given, gets the value of
+// every op it pushes from.
 void push_op(Engine& e, const OpSpec& op, const std::vector<Var>& vars,
-             std::vector<std::uint64_t>& value, std::vector<char>& ran, Completer& completer) {
+             std::vector<std::uint64_t>& value, std::vector<char>& ran, Completer& completer,
+             Nested* nested = nullptr) {
   std::vector<Var> reads, writes;
   for (int r : op.reads) reads.push_back(vars[static_cast<std::size_t>(r)]);
   for (int w : op.writes) writes.push_back(vars[static_cast<std::size_t>(w)]);
   for (int c : op.commutes) writes.push_back(commute(vars[static_cast<std::size_t>(c)]));
   for (int r : op.reduces) writes.push_back(reduce(vars[static_cast<std::size_t>(r)]));
-  auto body = [&value, &ran, &op, &vars] {
+  if (!Nested::pushes(op)) nested = nullptr;
+  auto body = [&value, &ran, &op, &vars, nested] {
     ran[static_cast<std::size_t>(op.index)] = 1;
     if (op.throws) throw std::runtime_error(std::to_string(op.index));
     std::uint64_t h = compute(op, value);
@@ -200,6 +259,7 @@ void push_op(Engine& e, const OpSpec& op, const std::vector<Var>& vars,
     for (int r : op.reduces) {
       *reduction_buffer<std::uint64_t>(vars[static_cast<std::size_t>(r)]) += contribution(h, r);
     }
+    if (nested) nested->from(op, h);
   };
   if (op.gpu >= 0) {
     const PushOptions on{.device = Device::gpu(op.gpu), .lane = op.lane, .priority = op.priority};
@@ -326,18 +386,24 @@ struct DrainOnExit {
 
 // One frontend: the program's push order is the model's order; waits in the middle of the
 // program are checked against the model at that point.
-void run_single_frontend(Engine& e, std::uint32_t seed, int gpu_percent, int mode_percent) {
+// With `with_nested`, ops also push ops (Nested), checked right after the last wait_all.
+void run_single_frontend(Engine& e, std::uint32_t seed, int gpu_percent, int mode_percent,
+                         bool with_nested = false) {
   Completer completer(2);
   std::vector<std::uint64_t> value(kVars, 0);
   std::vector<Var> vars = make_vars(e, value);
   std::vector<OpSpec> ops = generate(seed, kOpsPerSeed, 0, kVars, gpu_percent, mode_percent);
   std::vector<char> ran(ops.size(), 0);
+  std::optional<Nested> nested;
+  if (with_nested) nested.emplace(e, ops.size());
+  std::vector<std::uint64_t> computed(ops.size(), 0);  // by the model, for the nested checks
   // A failed check returns early: the ops in flight use the locals above.
   DrainOnExit drain{e};
   Model model;
   std::mt19937 rng(seed ^ 0xabcdefu);
   for (const OpSpec& op : ops) {
-    push_op(e, op, vars, value, ran, completer);
+    push_op(e, op, vars, value, ran, completer, nested ? &*nested : nullptr);
+    computed[static_cast<std::size_t>(op.index)] = compute(op, model.value);
     apply(op, model);
     if (rng() % 997 == 0) {  // a blocker in the middle of the program
       int v = static_cast<int>(rng() % kVars);
@@ -351,6 +417,13 @@ void run_single_frontend(Engine& e, std::uint32_t seed, int gpu_percent, int mod
   try {
     e.wait_all();
   } catch (const std::runtime_error&) {
+  }
+  if (nested) {
+    for (const OpSpec& op : ops) {
+      const auto i = static_cast<std::size_t>(op.index);
+      const std::string bad = nested->check(op, model.ran[i] && !op.throws, computed[i]);
+      ASSERT_EQ(bad, "") << "seed " << seed << " (checked as the last wait_all returned)";
+    }
   }
   const int mismatch = first_ran_mismatch(ops, ran, model);
   ASSERT_LT(mismatch, 0) << "seed " << seed << " "
@@ -422,6 +495,20 @@ TEST_P(Oracle, RandomProgramsMatchTheSequentialModel) {
     } else {
       run_multi_frontend(*e, seed, c.frontends, c.gpu_percent, c.mode_percent);
     }
+    if (HasFatalFailure()) return;
+  }
+}
+
+// Ops pushed by running ops belong to their pusher's wait_all epoch: the program's last
+// wait_all returns only once they have run, and they compute what the model says.
+TEST_P(Oracle, NestedPushesAreWaitedFor) {
+  const Config& c = GetParam();
+  if (c.frontends != 1) GTEST_SKIP() << "one frontend: the model checks the nested values";
+  const int seeds = std::max(1, seed_count() / 2);
+  for (int s = 0; s < seeds; ++s) {
+    auto e = make_oracle_engine(c);
+    run_single_frontend(*e, static_cast<std::uint32_t>(5000 + s), c.gpu_percent, c.mode_percent,
+                        true);
     if (HasFatalFailure()) return;
   }
 }

@@ -354,7 +354,7 @@ std::size_t mapped_bytes() {
   return pages * static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
 }
 
-// An allocation that fails while freed blocks wait in the pool (up to 256 MiB) gives them
+// An allocation that fails while freed blocks wait in the pool (its cap set to 256 MiB) gives them
 // back and tries again, as MXNet's pooled storage manager does: it failed with "out of
 // memory" while the memory it needed sat in the cache. In a child process whose address
 // space is capped 96 MiB above what it has mapped, 128 MiB of them cached: a 160 MiB array
@@ -369,6 +369,7 @@ TEST(NDArrayDeathTest, AFailedAllocationReleasesThePoolAndRetries) {
         constexpr std::size_t kMiB = std::size_t{1} << 20;
         auto e = Engine::create("naive");
         EngineScope use(*e);
+        nd::set_pool_cap(256 * kMiB);
         { (void)nd::zeros({128 * kMiB / sizeof(float)}); }
         e->wait_all();
         if (nd::memory_stats().cached < 128 * kMiB) std::_Exit(2);
@@ -385,6 +386,41 @@ TEST(NDArrayDeathTest, AFailedAllocationReleasesThePoolAndRetries) {
         std::_Exit(0);
       },
       ::testing::ExitedWithCode(0), "");
+}
+
+// Resident memory (/proc/self/statm, in pages).
+std::size_t resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  std::size_t pages = 0, resident = 0;
+  statm >> pages >> resident;
+  return resident * static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+}
+
+// Issue 27: after a burst of results that all lived at once (a loop running ahead of the
+// engine) and were dropped, the pool kept up to 256 MiB, and memory freed beyond it stayed
+// resident in malloc's heaps. Now at most pool_cap() stays, the rest goes back.
+TEST(NDArray, AfterABurstThePoolKeepsAtMostItsCapAndTheRestGoesBack) {
+  constexpr std::size_t kMiB = std::size_t{1} << 20;
+  const std::size_t cap = nd::pool_cap();
+  EXPECT_EQ(cap, 64 * kMiB);  // the default (the tests run without DEPENGINE_POOL_CAP_MB)
+  waitall();
+  nd::set_pool_cap(0);  // start from an empty pool
+  nd::set_pool_cap(cap);
+  const std::size_t before = resident_bytes();
+  {
+    std::vector<NDArray> burst;
+    const NDArray x = nd::ones({1000, 1000});
+    for (int i = 0; i < 48; ++i) burst.push_back(x + 1.0f);  // 192 MB alive at once
+    waitall();
+    EXPECT_GE(resident_bytes(), before + 150 * kMiB);
+  }
+  waitall();
+  EXPECT_LE(nd::memory_stats().cached, cap);
+  EXPECT_LE(resident_bytes(), before + cap + 16 * kMiB);
+  nd::set_pool_cap(0);
+  EXPECT_EQ(nd::memory_stats().cached, 0u);
+  EXPECT_LE(resident_bytes(), before + 16 * kMiB);
+  nd::set_pool_cap(cap);
 }
 
 }  // namespace

@@ -213,6 +213,61 @@ TEST(InspectGraphFileParse, SharedNamesBecomeDistinctInAGraphFile) {
             (std::vector<std::string>{"A", "A#3", "A#2", "A#4"}));
 }
 
+// Issue 27, item 5: a recorded dump names every Python op "python" (and every delete
+// "delete_var"); the loader refused it as soon as two ops shared a name. In a dump names
+// are labels and ids identity; written back as a graph file, the names become distinct.
+gf::Program ops_named_alike() {
+  gf::Program p;
+  p.vars = {"x"};
+  for (int i = 0; i < 3; ++i) {
+    gf::OpSpec op;
+    op.name = "python";
+    op.writes = {0};
+    p.ops.push_back(std::move(op));
+  }
+  return p;
+}
+
+TEST(InspectGraphFileParse, ADumpMayRepeatOpNames) {
+  const std::string dump = gf::to_graph(ops_named_alike()).to_json();
+  const gf::Program p = gf::parse_program(dump);
+  ASSERT_EQ(p.ops.size(), 3u);
+  for (const gf::OpSpec& op : p.ops) EXPECT_EQ(op.name, "python");
+  EXPECT_EQ(gf::to_graph(p).edge_count(), 2u);
+  const gf::Program file = gf::parse_program(gf::to_json(p));
+  std::vector<std::string> names;
+  for (const gf::OpSpec& op : file.ops) names.push_back(op.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"python", "python#2", "python#3"}));
+}
+
+// Issue 27, item 5: 10 MB of '[' took 1.27 GB and 4 s before it was refused.
+TEST(InspectGraphFileParse, DeepNestingIsRefusedAtOnce) {
+  const std::string deep(10'000'000, '[');
+  try {
+    gf::parse_program(deep);
+    ADD_FAILURE() << "accepted";
+  } catch (const gf::FileError& e) {
+    EXPECT_NE(std::string(e.what()).find("nested deeper than 64 levels"), std::string::npos)
+        << e.what();
+  }
+  try {
+    (void)depengine::Graph::from_json(deep);
+    ADD_FAILURE() << "accepted";
+  } catch (const depengine::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("nested deeper than 64 levels"), std::string::npos)
+        << e.what();
+  }
+  const std::string dot = "digraph G {\ndepengine_format=\"depengine-graph 1\";\nvar_names=\"" +
+                          std::string(100, '[') + "\";\n}\n";
+  try {
+    (void)depengine::Graph::from_dot(dot);
+    ADD_FAILURE() << "accepted";
+  } catch (const depengine::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'var_names': nested deeper than 64"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(InspectGraphFileLoad, WhatCannotBeReadIsAReadErrorNamingIt) {
   const std::string dir = depengine::test::scratch_prefix() + "graph_dir.json";
   std::filesystem::create_directories(dir);
@@ -359,6 +414,14 @@ TEST(InspectCli, GenerateAnalyzeRun) {
   }
   EXPECT_EQ(cli("generate cholesky --tiles 0").code, 2);
   EXPECT_EQ(cli("generate spiral").code, 2);
+}
+
+TEST(InspectCli, AnalyzeTakesADumpWithRepeatedOpNames) {
+  const std::string dump =
+      temp_file("inspect_alike.json", gf::to_graph(ops_named_alike()).to_json());
+  const Result a = cli("analyze '" + dump + "' --unit");
+  EXPECT_EQ(a.code, 0) << a.err;
+  EXPECT_NE(a.out.find("graph: 3 ops"), std::string::npos) << a.out;
 }
 
 #endif  // INSPECT_CLI

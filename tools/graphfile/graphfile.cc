@@ -49,9 +49,15 @@ std::string describe(const json& v) {
 constexpr const char* kOpFields[] = {"name",   "reads", "writes",  "commute", "reduce",
                                      "cost_us", "device", "lane", "priority"};
 
+// Deeper than any graph file or dump (a dump's accesses sit at depth 5): a file of nested
+// brackets is refused as soon as the parser reaches this depth (a 10 MB one took 1.27 GB
+// and 4 s to be refused at its end).
+constexpr std::size_t kMaxDepth = 64;
+
 // A parser callback that rejects an object repeating a key (nlohmann's parser would keep
-// the last one, so {"ops": [...], "ops": []} ran nothing). It tracks where the parser is to
-// name the place: an op's field as op_error does, anything else by its path.
+// the last one, so {"ops": [...], "ops": []} ran nothing) and nesting beyond kMaxDepth. It
+// tracks where the parser is to name the place: an op's field as op_error does, anything
+// else by its path.
 class DuplicateKeys {
  public:
   bool operator()(int, json::parse_event_t event, json& parsed) {
@@ -60,6 +66,11 @@ class DuplicateKeys {
       case E::object_start:
       case E::array_start:
         count_element();
+        if (stack_.size() == kMaxDepth) {
+          throw FileError("bad JSON: nested deeper than " + std::to_string(kMaxDepth) +
+                              " levels (no graph file or dump is)",
+                          -1, "");
+        }
         stack_.push_back({event == E::object_start, {}, {}, 0});
         break;
       case E::object_end:
@@ -249,8 +260,8 @@ Program from_dump(std::string_view text) {
   std::unordered_map<std::uint64_t, std::size_t> by_id;  // dump var id -> program var
   for (std::size_t i = 0; i < g.node_count(); ++i) {
     const GraphNode& n = g.node(i);
+    // Names are labels here (a recording names every Python op "python"), ids identity.
     if (n.name.empty()) op_error(i, "name", "must be a non-empty string");
-    b.add_name(i, n.name);
     OpSpec s;
     s.name = n.name;
     s.cost_us = n.cost_us;
@@ -377,8 +388,8 @@ std::string read_file(const std::string& path) {
   return text;
 }
 
-// Graph-file names for the program's vars: their own, except that a name an earlier var
-// already has becomes the first free "name#k" (k = 2, 3, ...).
+// Graph-file names for the program's vars (or ops): their own, except that a name an earlier
+// one already has becomes the first free "name#k" (k = 2, 3, ...).
 std::vector<std::string> unique_names(const std::vector<std::string>& vars) {
   std::unordered_set<std::string> taken(vars.begin(), vars.end());
   if (taken.size() == vars.size()) return vars;
@@ -416,13 +427,18 @@ Program load_program(const std::string& path) {
 
 std::string to_json(const Program& program) {
   const std::vector<std::string> names = unique_names(program.vars);
+  // A graph file's op names are unique; a dump's need not be (names are labels there).
+  std::vector<std::string> op_names;
+  op_names.reserve(program.ops.size());
+  for (const OpSpec& s : program.ops) op_names.push_back(s.name);
+  op_names = unique_names(op_names);
   // One op per line: diffable, and still small. Each op is dumped as soon as it is built,
   // so a large program never exists twice as a JSON tree.
   std::string out = "{\"ops\": [\n";
   for (std::size_t i = 0; i < program.ops.size(); ++i) {
     const OpSpec& s = program.ops[i];
     nlohmann::ordered_json j;
-    j["name"] = s.name;
+    j["name"] = op_names[i];
     j["reads"] = nlohmann::ordered_json::array();
     for (std::size_t v : s.reads) j["reads"].push_back(names[v]);
     j["writes"] = nlohmann::ordered_json::array();

@@ -197,9 +197,11 @@ class Engine {
   // failure `v` holds, if any. Throws Error when called from inside a running operation.
   virtual void wait_to_read(const Var& v) = 0;
 
-  // Blocks until every operation pushed before this call has finished (ops pushed later, by
-  // any thread, do not hold it); rethrows the first failure (in push order) since the
-  // previous wait_all, then forgets it. Also reports, as a failure of the op concerned, an
+  // Blocks until every operation pushed before this call has finished, with the operations
+  // those push while they run, and theirs (a push from inside a running op of this engine
+  // belongs to that op's epoch, as in MXNet's WaitForAll); ops pushed later from outside
+  // them, by any thread, do not hold it. Rethrows the first failure (in push order) since
+  // the previous wait_all, then forgets it. Also reports, as a failure of the op concerned, an
   // exception an observer threw and one an async body threw after calling done().
   virtual void wait_all() = 0;
 

@@ -7,7 +7,10 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "depengine/device.h"
 #include "depengine/error.h"
@@ -97,5 +100,42 @@ std::unique_ptr<DeviceBackend> make_sim_backend(int devices);
 // The CUDA backend; when CUDA was not built or no device is present, a backend whose
 // device_count() is 0 and whose make_stream throws Error with the reason.
 std::unique_ptr<DeviceBackend> make_cuda_backend();
+
+// Both engines' choice: `sim_gpus` > 0 simulated GPUs, else the CUDA backend (no devices
+// when there is no driver or GPU).
+inline std::unique_ptr<DeviceBackend> make_backend(int sim_gpus) {
+  return sim_gpus > 0 ? make_sim_backend(sim_gpus) : make_cuda_backend();
+}
+
+// One T per (GPU, lane) of a backend, made on first use from the backend's stream for it
+// (both engines' stream registry). Thread-safe.
+template <class T>
+class PerLane {
+ public:
+  // The T of `d` and `lane`: made by `make(stream, index)` on first use, `index` being the
+  // lane's number among all (device * kLaneCount + lane). Throws the backend's own Error,
+  // naming the device, when it has no such device.
+  template <class Make>
+  T& get(DeviceBackend& backend, Device d, Lane lane, Make&& make) {
+    std::lock_guard lk(mu_);
+    if (d.id < 0 || d.id >= backend.device_count()) backend.make_stream(d.id, lane);
+    const std::size_t index =
+        static_cast<std::size_t>(d.id) * kLaneCount + static_cast<std::size_t>(lane);
+    if (slots_.size() <= index) slots_.resize(index + 1);
+    if (!slots_[index]) {
+      slots_[index] = make(backend.make_stream(d.id, lane), static_cast<int>(index));
+    }
+    return *slots_[index];
+  }
+  // Destroys every T (each stops its stream).
+  void clear() {
+    std::lock_guard lk(mu_);
+    slots_.clear();
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::unique_ptr<T>> slots_;
+};
 
 }  // namespace depengine::detail

@@ -90,8 +90,7 @@ void GpuSync::complete() {
     original_ = true;
   } else {
     for (const GpuSyncPtr& u : upstream_) {
-      const Failure& f = u->failure();
-      if (f && (!failure_ || f.origin < failure_.origin)) failure_ = f;
+      failure_.keep_earliest(u->failure());
     }
     if (!failure_ && own_error_) {
       failure_ = Failure{own_error_, seq};
@@ -127,9 +126,7 @@ Failure read_failure(Op& op) {
       // run stays with the var, which this op holds.
       const GpuVarState* g = a.var->gpu.get();
       if (g && g->writer && g->writer->done()) {
-        const Failure& late = g->writer->failure();
-        Failure& held = a.var->failure;
-        if (late && (!held || late.origin < held.origin)) held = late;
+        a.var->failure.keep_earliest(g->writer->failure());
       }
       continue;
     }
@@ -140,7 +137,7 @@ Failure read_failure(Op& op) {
       if (!g || !g->writer || !g->writer->done()) continue;
       f = &g->writer->failure();
     }
-    if (*f && (!first || f->origin < first.origin)) first = *f;
+    first.keep_earliest(*f);
   }
   return first;
 }
@@ -175,8 +172,7 @@ Failure completed_failure(const std::vector<GpuSyncPtr>& syncs) {
   Failure first;
   for (const GpuSyncPtr& s : syncs) {
     if (!s->done()) continue;
-    const Failure& f = s->failure();
-    if (f && (!first || f.origin < first.origin)) first = f;
+    first.keep_earliest(s->failure());
   }
   return first;
 }

@@ -320,15 +320,23 @@ NDArray slice(const NDArray& a, const std::vector<SliceDim>& dims);
 
 // Bytes of array storage allocated (freed when the deferred delete of the last handle's
 // var runs), the most at once since the last reset, and the bytes of freed host storage
-// kept for reuse by the next arrays of the same sizes (at most 256 MiB; MXNet's pooled
+// kept for reuse by the next arrays of the same sizes (at most pool_cap(); MXNet's pooled
 // storage manager does the same; blocks of at most 4 KiB go back to oneTBB's scalable
-// allocator instead, outside sanitizer builds). Process-wide; thread-safe.
+// allocator instead, outside sanitizer builds). Storage beyond the cap goes back to the
+// system. Process-wide; thread-safe.
 struct MemoryStats {
   std::size_t in_use = 0;
   std::size_t peak = 0;
   std::size_t cached = 0;
 };
 MemoryStats memory_stats() noexcept;
+// The most bytes of freed host storage the pool keeps: DEPENGINE_POOL_CAP_MB (MiB, default
+// 64; read when the first array larger than 4 KiB is made, a bad value throwing EnvError
+// there), or what set_pool_cap set; set_pool_cap gives back at once what the pool holds
+// beyond the new cap (0: keep nothing).
+//   depengine::nd::set_pool_cap(std::size_t{16} << 20);
+std::size_t pool_cap() noexcept;
+void set_pool_cap(std::size_t bytes) noexcept;
 void reset_memory_peak() noexcept;
 
 }  // namespace nd

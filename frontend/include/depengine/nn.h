@@ -17,6 +17,9 @@
 // for NDArray (depengine/ndarray.h).
 #pragma once
 
+#include <array>
+#include <cstddef>
+
 #include "depengine/ndarray.h"
 
 namespace depengine::nd {
@@ -46,5 +49,90 @@ void sgd_update(NDArray& w, const NDArray& grad, float lr, float weight_decay = 
 
 // 0-d: how many rows of the (m, n) `logits` have their argmax equal to `labels` (m,).
 NDArray count_correct(const NDArray& logits, const NDArray& labels);
+
+// ===== Convolutional networks ==============================================================
+//
+// Convolution, pooling, softmax, NLL and batch normalization, NCHW, on the CPU and on GPUs
+// (CUDA devices and the engine's simulated GPUs): each call checks shapes and devices and
+// pushes one op, like the ops above; shape errors name the op and the shapes involved.
+// CPU results are the same bits on every engine and any number of workers. While autograd
+// records (depengine/autograd.h), convolution, pooling, softmax, log_softmax, nll_loss and
+// batch_norm record their gradients; the *_backward functions are those gradients as ops.
+//
+//   NDArray y = nd::convolution(x, w, b, {1, 1}, {1, 1});       // x (N,C,H,W), w (K,C,3,3)
+//   NDArray p = nd::pooling(nd::relu(y), {2, 2}, {2, 2}, {0, 0}, nd::PoolType::max);
+//   NDArray loss = nd::nll_loss(nd::log_softmax(logits), labels);  // logits (N, classes): (N,)
+
+// (height, width) of a kernel, a stride or a padding.
+using Size2 = std::array<std::size_t, 2>;
+
+// x (N, C, H, W) convolved with w (K, C, kh, kw), plus b (K,) unless b is a null NDArray:
+// (N, K, (H + 2·pad − kh) / stride + 1, (W + 2·pad − kw) / stride + 1). Dilation 1.
+NDArray convolution(const NDArray& x, const NDArray& w, const NDArray& b, Size2 stride = {1, 1},
+                    Size2 pad = {0, 0});
+// The gradients of convolution given dy (its output's shape): with respect to x (of shape
+// `x_shape`), to w (of shape `w_shape`), and to b ((K,): dy summed over N, H and W).
+NDArray convolution_backward_data(const NDArray& dy, const NDArray& w, const Shape& x_shape,
+                                  Size2 stride = {1, 1}, Size2 pad = {0, 0});
+NDArray convolution_backward_weight(const NDArray& x, const NDArray& dy, const Shape& w_shape,
+                                    Size2 stride = {1, 1}, Size2 pad = {0, 0});
+NDArray convolution_backward_bias(const NDArray& dy);
+
+enum class PoolType { max, avg };
+
+// Max or average pooling of x (N, C, H, W) over kernel windows (MXNet's "valid" windows:
+// (H + 2·pad − kernel) / stride + 1 outputs per side; pad smaller than the kernel). Average
+// pooling divides by the kernel's area when count_include_pad, else by the window's input
+// elements. `global` pools each whole plane (kernel, stride and pad are then ignored), to
+// (N, C, 1, 1).
+NDArray pooling(const NDArray& x, Size2 kernel, Size2 stride, Size2 pad, PoolType type,
+                bool global = false, bool count_include_pad = true);
+// dx (like x) from dy (like pooling's output); max pooling routes each window's gradient to
+// its first maximum (row-major).
+NDArray pooling_backward(const NDArray& x, const NDArray& dy, Size2 kernel, Size2 stride,
+                         Size2 pad, PoolType type, bool global = false,
+                         bool count_include_pad = true);
+
+// softmax / log(softmax) along `axis` (negative counts from the end; out of range: Error).
+NDArray softmax(const NDArray& x, int axis = -1);
+NDArray log_softmax(const NDArray& x, int axis = -1);
+// dx from the forward's output y and dy (both of y's shape), along `axis`.
+NDArray softmax_backward(const NDArray& y, const NDArray& dy, bool log, int axis = -1);
+
+// Per-row negative log-likelihood: loss[r] = −logp[r, labels[r]] for logp (m, n) and labels
+// (m,) holding class indices as floats; (m,). A label outside [0, n) fails the op on the CPU
+// (the Error reaches the next blocker); on a CUDA device that row's loss is NaN.
+NDArray nll_loss(const NDArray& logp, const NDArray& labels);
+// d loss / d logp given dloss (m,): −dloss[r] at the label, 0 elsewhere; (m, cols).
+NDArray nll_loss_backward(const NDArray& dloss, const NDArray& labels, std::size_t cols);
+
+// Batch normalization over axis 1 of x (N, C, ...) with gamma, beta, running_mean and
+// running_var all (C,). Training: normalizes with the batch's mean and (biased) variance
+// per channel and, in the same op, updates running_* in place as MXNet does:
+// running = momentum·running + (1 − momentum)·batch. Inference: normalizes with running_*.
+// fix_gamma: gamma is taken as 1 (and gets no gradient), MXNet's fix_gamma.
+NDArray batch_norm(const NDArray& x, const NDArray& gamma, const NDArray& beta,
+                   NDArray& running_mean, NDArray& running_var, float eps = 1e-5f,
+                   float momentum = 0.9f, bool training = true, bool fix_gamma = false);
+// The training forward with the statistics its gradient needs: mean and 1/sqrt(var + eps)
+// of each channel (C,).
+struct BatchNormTrain {
+  NDArray y, mean, inv_std;
+};
+BatchNormTrain batch_norm_train(const NDArray& x, const NDArray& gamma, const NDArray& beta,
+                                NDArray& running_mean, NDArray& running_var, float eps = 1e-5f,
+                                float momentum = 0.9f, bool fix_gamma = false);
+struct BatchNormGrads {
+  NDArray dx, dgamma, dbeta;  // dgamma is zeros when fix_gamma
+};
+// The gradient of the training forward (mean and inv_std from batch_norm_train).
+BatchNormGrads batch_norm_backward(const NDArray& x, const NDArray& dy, const NDArray& gamma,
+                                   const NDArray& mean, const NDArray& inv_std,
+                                   bool fix_gamma = false);
+// The gradient of the inference forward (the running statistics held constant).
+BatchNormGrads batch_norm_infer_backward(const NDArray& x, const NDArray& dy,
+                                         const NDArray& gamma, const NDArray& running_mean,
+                                         const NDArray& running_var, float eps = 1e-5f,
+                                         bool fix_gamma = false);
 
 }  // namespace depengine::nd

@@ -18,7 +18,10 @@
 #include <cstdint>
 
 #include "depengine/config.h"
+#include "depengine/ops/batch_norm.h"
+#include "depengine/ops/conv.h"
 #include "depengine/ops/elementwise.h"
+#include "depengine/ops/pooling.h"
 #include "depengine/ops/reduce.h"
 #include "depengine/ops/strided.h"
 #include "depengine/stream.h"
@@ -62,6 +65,46 @@ void strided_copy(const RunContext& ctx, const float* src, std::ptrdiff_t src_of
                   std::ptrdiff_t dst_offset, const Strided& s);
 void reduce_axes(const RunContext& ctx, Reduce op, const float* a, const ReduceAxes& r,
                  float* out);
+
+// Convolution, pooling, softmax and batch normalization (depengine/ops/conv.h, pooling.h,
+// softmax.h, batch_norm.h): the same contracts as the CPU kernels. Convolution lowers a
+// chunk of images to columns in stream-ordered scratch memory and multiplies with cuBLAS;
+// every reduction runs in a fixed order, so results are reproducible run to run. A label
+// outside [0, cols) cannot throw from the device: its row's loss and gradient are NaN.
+void conv2d_forward(const RunContext& ctx, const Conv2d& g, const float* x, const float* w,
+                    const float* b, float* y);
+void conv2d_backward_data(const RunContext& ctx, const Conv2d& g, const float* dy,
+                          const float* w, float* dx);
+void conv2d_backward_weight(const RunContext& ctx, const Conv2d& g, const float* x,
+                            const float* dy, float* dw);
+void conv2d_backward_bias(const RunContext& ctx, const Conv2d& g, const float* dy, float* db);
+void pool2d_forward(const RunContext& ctx, Pool op, const Pool2d& g, const float* x, float* y);
+void pool2d_backward(const RunContext& ctx, Pool op, const Pool2d& g, const float* x,
+                     const float* dy, float* dx);
+void softmax_forward(const RunContext& ctx, bool log, const float* x, std::size_t outer,
+                     std::size_t len, std::size_t inner, float* y);
+void softmax_backward(const RunContext& ctx, bool log, const float* y, const float* dy,
+                      std::size_t outer, std::size_t len, std::size_t inner, float* dx);
+void nll_loss_forward(const RunContext& ctx, const float* logp, const float* labels,
+                      std::size_t rows, std::size_t cols, float* loss);
+void nll_loss_backward(const RunContext& ctx, const float* dloss, const float* labels,
+                       std::size_t rows, std::size_t cols, float* dlogp);
+void batch_norm_train(const RunContext& ctx, const BatchNorm& g, const float* x,
+                      const float* gamma, const float* beta, float eps, float* y, float* mean,
+                      float* var, float* inv_std);
+void batch_norm_infer(const RunContext& ctx, const BatchNorm& g, const float* x,
+                      const float* gamma, const float* beta, const float* running_mean,
+                      const float* running_var, float eps, float* y);
+void batch_norm_backward(const RunContext& ctx, const BatchNorm& g, const float* x,
+                         const float* dy, const float* gamma, const float* mean,
+                         const float* inv_std, float* dx, float* dgamma, float* dbeta);
+void batch_norm_update_running(const RunContext& ctx, const BatchNorm& g, float momentum,
+                               const float* mean, const float* var, float* running_mean,
+                               float* running_var);
+void batch_norm_infer_backward(const RunContext& ctx, const BatchNorm& g, const float* x,
+                               const float* dy, const float* gamma,
+                               const float* running_mean, const float* running_var, float eps,
+                               float* dx, float* dgamma, float* dbeta);
 
 // Memory. Device buffers come from the device's stream-ordered pool (cudaMallocAsync), so a
 // buffer freed on a stream is reused by later work on that stream without a sync.

@@ -1,0 +1,50 @@
+#include "var_state.h"
+
+#include <mutex>
+#include <string>
+
+#include "op.h"
+
+namespace depengine::detail {
+namespace {
+std::atomic<std::uint64_t> g_next_var_id{1};
+}  // namespace
+
+void var_add_ref(VarState* s) noexcept { s->refs.fetch_add(1, std::memory_order_relaxed); }
+
+// The last handle gone: the var is freed now if nothing of it is pending, else by the
+// release that leaves its queue idle (threaded_engine.cc, whose ops hold no reference).
+// Both decide under the queue's lock; no access can be pushed once no handle is left.
+void var_release(VarState* s) noexcept {
+  if (s->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  // In a forked child the queue's lock may be held by a thread that does not exist here;
+  // the state stays with the engine, which is left as it is.
+  if (made_before_fork(s->owner)) return;
+  bool idle;
+  {
+    std::lock_guard lk(s->queue.lock);
+    idle = s->queue.idle();
+    if (!idle) s->queue.orphaned = true;
+  }
+  if (idle) delete s;
+}
+
+std::uint64_t var_id(const VarState* s) noexcept { return s->id; }
+
+static_assert(alignof(VarState) >= 4, "Var keeps its mode in the low two bits of the pointer");
+
+VarState* new_var_state(std::uint64_t owner) {
+  return new VarState(owner, g_next_var_id.fetch_add(1, std::memory_order_relaxed));
+}
+
+void check_var(const Var& v, std::uint64_t owner, const char* what) {
+  if (!v) throw Error(std::string(what) + ": null Var");
+  if (v.state()->owner != owner) {
+    throw Error(std::string(what) + ": var #" + std::to_string(v.id()) +
+                (made_before_fork(v.state()->owner)
+                     ? " belongs to an engine made before fork(), in the parent process"
+                     : " belongs to another engine"));
+  }
+}
+
+}  // namespace depengine::detail

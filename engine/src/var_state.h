@@ -1,0 +1,82 @@
+// A variable's state behind a depengine::Var handle (var.h), shared by both engines, and
+// its reference counting. The threaded engine links accesses into the var's queue
+// (var_queue.h); the naive engine runs ops in push order and uses neither the queue nor the
+// GPU slot.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <exception>
+#include <memory>
+
+#include "depengine/engine.h"
+#include "device/gpu_var.h"
+#include "var_queue.h"
+
+namespace depengine::detail {
+
+class ReduceGroup;
+
+// A failure held by a var: the exception and the push sequence number of the op that threw
+// it. When an op reads several failed vars it passes on the earliest origin's failure, so
+// the outcome does not depend on scheduling.
+struct Failure {
+  std::exception_ptr error;
+  std::uint64_t origin = 0;
+  explicit operator bool() const noexcept { return error != nullptr; }
+
+  // True when `candidate` is a failure that comes before this one in push order (any
+  // failure comes before none): the earliest-origin rule, the one place it is written.
+  bool comes_after(const Failure& candidate) const noexcept {
+    return candidate && (!*this || candidate.origin < origin);
+  }
+  // Keeps the earlier of this failure and `candidate` (comes_after).
+  void keep_earliest(const Failure& candidate) noexcept {
+    if (comes_after(candidate)) *this = candidate;
+  }
+};
+
+// Aligned to a cache line: vars made one after another would otherwise share lines, and
+// workers on different cores updating neighbouring vars' queues would contend for them.
+// What a push and a finish touch (references, version, failure, queue) is packed into the
+// first line, so that an op's access moves one line between the pushing and finishing cores;
+// the fields set once or used only by GPU ops and reductions come after it.
+struct alignas(64) VarState {
+  explicit VarState(std::uint64_t owner_engine, std::uint64_t var_id)
+      : owner(owner_engine), id(var_id) {}
+
+  std::atomic<int> refs{1};
+  // Set under the engine's push lock by delete_var; checked under it by push.
+  bool deleted = false;
+  // Threaded engine, under the push lock: open_reduction is set.
+  bool reduction_open = false;
+  // Writes pushed so far (under the push lock): the version the next write creates - 1.
+  std::uint64_t pushed_version = 0;
+
+  // Owned by whichever op holds access: a granted write exclusively, granted reads shared.
+  Failure failure;
+
+  // Threaded engine's queue of pending accesses (var_queue.h).
+  VarQueue queue;
+
+  // The id of the engine that made the var (engine_id()): unique in the process, so a var of
+  // a destroyed engine is never taken for one of a new engine made at the same address.
+  const std::uint64_t owner;
+  const std::uint64_t id;
+
+  // Threaded engine: the stream ops whose device work on this var may still be in flight
+  // (device/gpu_sync.h); null for a var that no GPU op has used.
+  GpuVarSlot gpu;
+
+  // The hooks of reduce(v) accesses (Engine::set_reduction), under the push lock, and in the
+  // threaded engine the run of reduce accesses still open (combined by the next other
+  // access, or by wait_all).
+  std::shared_ptr<const Reduction> reduction;
+  std::shared_ptr<ReduceGroup> open_reduction;
+};
+
+VarState* new_var_state(std::uint64_t owner);
+// Throws Error when `v` is null or belongs to another engine.
+void check_var(const Var& v, std::uint64_t owner, const char* what);
+
+}  // namespace depengine::detail

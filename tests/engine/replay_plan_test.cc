@@ -1,0 +1,128 @@
+// Direct tests of the replay plan (segment_data.h, build_plan): the internal edges a fast
+// replay releases its ops by, without an engine. What replays compute is in segment_test.cc.
+#include <algorithm>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "segment_data.h"
+
+namespace depengine::detail {
+namespace {
+
+constexpr std::uint64_t kOwner = 1;
+
+struct Plan {
+  SegmentData d;
+  void op(std::vector<Var> reads, std::vector<Var> writes, PushOptions o = {}) {
+    d.ops.push_back(RecordedOp{nullptr, false, std::move(o), std::move(reads), std::move(writes)});
+  }
+  const ReplayPlan& build() {
+    build_plan(d);
+    return d.plan;
+  }
+};
+
+std::vector<std::uint32_t> successors(const ReplayPlan& p, std::uint32_t i) {
+  return {p.succ.begin() + p.succ_begin[i], p.succ.begin() + p.succ_begin[i + 1]};
+}
+
+std::vector<std::uint32_t> firsts(const ReplayPlan& p, std::uint32_t gate) {
+  const ReplayPlan::Gate& g = p.gates[gate];
+  return {p.firsts.begin() + g.first_begin, p.firsts.begin() + g.first_end};
+}
+
+using Ids = std::vector<std::uint32_t>;
+
+TEST(ReplayPlan, AChainIsReleasedOpByOp) {
+  Var v(new_var_state(kOwner));
+  Plan plan;
+  for (int i = 0; i < 3; ++i) plan.op({v}, {v});
+  const ReplayPlan& p = plan.build();
+  ASSERT_TRUE(p.usable);
+  ASSERT_EQ(p.gates.size(), 1u);
+  EXPECT_EQ(p.gates[0].kind, AccessKind::write);
+  EXPECT_EQ(p.gates[0].users, 3u);
+  EXPECT_EQ(firsts(p, 0), Ids{0});
+  EXPECT_EQ(successors(p, 0), Ids{1});
+  EXPECT_EQ(successors(p, 1), Ids{2});
+  EXPECT_TRUE(successors(p, 2).empty());
+  EXPECT_EQ(p.waits, (Ids{1, 1, 1}));
+  // One merged access each: the var is in both lists.
+  EXPECT_EQ(p.acc_begin, (Ids{0, 1, 2, 3}));
+  EXPECT_EQ(p.accesses[0].kind, AccessKind::read_write);
+}
+
+// RAW: reads wait for the write before them; WAR: the next write waits for every read
+// since; the reads between run together.
+TEST(ReplayPlan, ReadsWaitForTheWriteAndTheNextWriteForTheReads) {
+  Var v(new_var_state(kOwner)), a(new_var_state(kOwner)), b(new_var_state(kOwner));
+  Plan plan;
+  plan.op({}, {v});   // 0
+  plan.op({v}, {a});  // 1
+  plan.op({v}, {b});  // 2
+  plan.op({}, {v});   // 3
+  const ReplayPlan& p = plan.build();
+  ASSERT_TRUE(p.usable);
+  EXPECT_EQ(successors(p, 0), (Ids{1, 2}));
+  EXPECT_EQ(successors(p, 1), Ids{3});
+  EXPECT_EQ(successors(p, 2), Ids{3});
+  // Ops 1 and 2 also wait for the gates of a and b, which nothing earlier in the segment
+  // writes.
+  EXPECT_EQ(p.waits, (Ids{1, 2, 2, 2}));
+  ASSERT_EQ(p.gates.size(), 3u);
+  EXPECT_EQ(firsts(p, p.accesses[0].gate), Ids{0});
+  EXPECT_EQ(p.gates[p.accesses[0].gate].users, 4u);
+}
+
+// A var that the segment only reads has a read gate, and every reader starts from it.
+TEST(ReplayPlan, AVarOnlyReadHasAReadGateReleasingEveryReader) {
+  Var u(new_var_state(kOwner)), x(new_var_state(kOwner)), y(new_var_state(kOwner));
+  Plan plan;
+  plan.op({u}, {x});
+  plan.op({u}, {y});
+  const ReplayPlan& p = plan.build();
+  ASSERT_TRUE(p.usable);
+  const std::uint32_t gu = p.accesses[1].gate;  // op 0: x written first, then u read
+  EXPECT_EQ(p.gates[gu].var, u.state());
+  EXPECT_EQ(p.gates[gu].kind, AccessKind::read);
+  EXPECT_EQ(firsts(p, gu), (Ids{0, 1}));
+  EXPECT_TRUE(successors(p, 0).empty());
+  EXPECT_EQ(p.waits, (Ids{2, 2}));
+}
+
+// An edge found twice (an op reading two vars the same op wrote) counts once.
+TEST(ReplayPlan, DuplicateEdgesAndVarsCountOnce) {
+  Var v(new_var_state(kOwner)), w(new_var_state(kOwner));
+  Plan plan;
+  plan.op({}, {v, w});
+  plan.op({v, w, v}, {});
+  const ReplayPlan& p = plan.build();
+  ASSERT_TRUE(p.usable);
+  EXPECT_EQ(successors(p, 0), Ids{1});
+  EXPECT_EQ(p.waits, (Ids{2, 1}));
+  EXPECT_EQ(p.acc_begin, (Ids{0, 2, 4}));
+}
+
+TEST(ReplayPlan, CommuteReduceAndGpuOpsLeaveItToTheOpByOpPath) {
+  Var v(new_var_state(kOwner));
+  {
+    Plan plan;
+    plan.op({}, {v});
+    plan.op({}, {commute(v)});
+    EXPECT_FALSE(plan.build().usable);
+  }
+  {
+    Plan plan;
+    plan.op({}, {reduce(v)});
+    EXPECT_FALSE(plan.build().usable);
+  }
+  {
+    Plan plan;
+    plan.op({}, {v}, {.device = Device::gpu(0)});
+    EXPECT_FALSE(plan.build().usable);
+  }
+}
+
+}  // namespace
+}  // namespace depengine::detail
