@@ -31,6 +31,11 @@ def cumsum(a, axis=None, dtype=None, out=None):
     return _np.transpose(r, inverse)
 
 
+def ndarray_cumsum(self, axis=None, dtype=None, out=None):
+    """ndarray.cumsum: numpy.cumsum of the array."""
+    return cumsum(self, axis, dtype, out)
+
+
 def _norm(x, ord=None, axis=None, keepdims=False):
     """numpy.linalg.norm: the 2-norm (Frobenius for matrices), over all elements or `axis`."""
     if ord not in (None, 2, "fro"):

@@ -7,5 +7,5 @@ cumsum = _np_extra.cumsum
 linalg = _np_extra.linalg
 random.multinomial = _np_extra._multinomial
 random.shuffle = _np_extra._shuffle
-ndarray.cumsum = lambda self, axis=None, dtype=None, out=None: cumsum(self, axis, dtype, out)
+ndarray.cumsum = _np_extra.ndarray_cumsum
 __all__ = [k for k in dir(_np) if not k.startswith("_")] + ["cumsum", "linalg"]
