@@ -4,10 +4,13 @@
 #include <algorithm>
 #include <atomic>
 #include <mutex>
+#include <optional>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
 
 #include "autograd_internal.h"
+#include "depengine/ndarray_ops.h"
 
 namespace depengine {
 namespace autograd {
@@ -147,6 +150,12 @@ Grads walk(const char* fn, const std::vector<NDArray>& heads,
         const detail::Edge& e = n->inputs[i];
         if (!e.node || !dx[i].defined()) continue;
         if (dx[i].shape() != n->input_shapes[i]) {
+          // A gradient of the shape the input was broadcast to is summed down to it.
+          const std::optional<Shape> b =
+              depengine::detail::broadcast_shape(dx[i].shape(), n->input_shapes[i]);
+          if (b && *b == dx[i].shape()) dx[i] = detail::sum_to(dx[i], n->input_shapes[i]);
+        }
+        if (dx[i].shape() != n->input_shapes[i]) {
           throw Error(std::string(fn) + ": the gradient of " + node_name(*n) + " for input " +
                       std::to_string(i) + " has shape " + shape_str(dx[i].shape()) +
                       ", the input " + shape_str(n->input_shapes[i]));
@@ -269,9 +278,11 @@ namespace detail {
 Node::~Node() {
   // Unlink the inputs into a local list and release them one at a time, so that dropping the
   // last handle of a long chain does not recurse once per node.
+  // An input that others hold too (a variable, a shared intermediate) is released here: its
+  // destructor does not run, so it needs no list.
   std::vector<std::shared_ptr<Node>> pending;
   for (Edge& e : inputs) {
-    if (e.node) pending.push_back(std::move(e.node));
+    if (e.node && e.node.use_count() == 1) pending.push_back(std::move(e.node));
   }
   while (!pending.empty()) {
     std::shared_ptr<Node> n = std::move(pending.back());
@@ -300,37 +311,70 @@ bool should_record(const std::vector<NDArray>& inputs) noexcept {
   return false;
 }
 
-void record_op(std::string name, const std::vector<NDArray>& inputs,
-               const std::vector<NDArray*>& outputs, Saved saved, BackwardFn backward) {
+namespace {
+
+// inputs[i] is input(i): the inputs as arrays or as pointers to them.
+template <class Input>
+void record(std::string name, const Input* inputs, std::size_t n_in, NDArray* const* outputs,
+            std::size_t n_out, Saved saved, BackwardFn backward) {
+  auto input = [&](std::size_t i) -> const NDArray& {
+    if constexpr (std::is_pointer_v<Input>) {
+      return *inputs[i];
+    } else {
+      return inputs[i];
+    }
+  };
   auto n = std::make_shared<Node>();
   n->seq = g_seq.fetch_add(1, std::memory_order_relaxed);
   n->name = std::move(name);
-  n->inputs.reserve(inputs.size());
-  n->input_shapes.reserve(inputs.size());
-  for (const NDArray& a : inputs) {
-    n->inputs.push_back({ArrayInternals::node(a), ArrayInternals::output(a)});
-    n->input_shapes.push_back(a.shape());
+  n->inputs.reserve(n_in);
+  n->input_shapes.reserve(n_in);
+  for (std::size_t i = 0; i < n_in; ++i) {
+    n->inputs.push_back({ArrayInternals::node(input(i)), ArrayInternals::output(input(i))});
+    n->input_shapes.push_back(input(i).shape());
   }
-  const depengine::detail::Chunk& first = depengine::detail::require(*outputs.begin()[0], "record");
+  const depengine::detail::Chunk& first = depengine::detail::require(*outputs[0], "record");
   n->engine = first.engine;
   n->device = first.device;
-  n->output_shapes.reserve(outputs.size());
-  for (const NDArray* o : outputs) n->output_shapes.push_back(o->shape());
+  n->output_shapes.reserve(n_out);
+  for (std::size_t i = 0; i < n_out; ++i) n->output_shapes.push_back(outputs[i]->shape());
   n->saved_versions.reserve(saved.size());
   for (NDArray& s : saved) {
-    s = s.detach();
+    ArrayInternals::set_history(s, nullptr, 0);  // detached, without copying its shape
     n->saved_versions.push_back(version_of(s));
   }
   n->saved = std::move(saved);
   n->backward = std::move(backward);
-  std::uint32_t i = 0;
-  for (NDArray* o : outputs) ArrayInternals::set_history(*o, n, i++);
+  for (std::size_t i = 0; i + 1 < n_out; ++i) {
+    ArrayInternals::set_history(*outputs[i], n, static_cast<std::uint32_t>(i));
+  }
+  ArrayInternals::set_history(*outputs[n_out - 1], std::move(n), static_cast<std::uint32_t>(n_out - 1));
+}
+
+}  // namespace
+
+void record_op(std::string name, std::initializer_list<NDArray> inputs,
+               std::initializer_list<NDArray*> outputs, Saved saved, BackwardFn backward) {
+  record(std::move(name), inputs.begin(), inputs.size(), outputs.begin(), outputs.size(),
+         std::move(saved), std::move(backward));
+}
+
+void record_op(std::string name, std::initializer_list<const NDArray*> inputs,
+               std::initializer_list<NDArray*> outputs, Saved saved, BackwardFn backward) {
+  record(std::move(name), inputs.begin(), inputs.size(), outputs.begin(), outputs.size(),
+         std::move(saved), std::move(backward));
 }
 
 void record_op(std::string name, const std::vector<NDArray>& inputs,
                std::initializer_list<NDArray*> outputs, Saved saved, BackwardFn backward) {
-  record_op(std::move(name), inputs, std::vector<NDArray*>(outputs), std::move(saved),
-            std::move(backward));
+  record(std::move(name), inputs.data(), inputs.size(), outputs.begin(), outputs.size(),
+         std::move(saved), std::move(backward));
+}
+
+void record_op(std::string name, const std::vector<NDArray>& inputs,
+               const std::vector<NDArray*>& outputs, Saved saved, BackwardFn backward) {
+  record(std::move(name), inputs.data(), inputs.size(), outputs.data(), outputs.size(),
+         std::move(saved), std::move(backward));
 }
 
 void in_place(const NDArray& a, std::initializer_list<const NDArray*> others, const char* op) {
@@ -350,17 +394,13 @@ void bump_version(const NDArray& a) noexcept {
 
 NDArray sum_to(const NDArray& g, const Shape& shape) {
   if (g.shape() == shape) return g;
-  NDArray r = g;
-  // Leading axes that the input did not have.
-  while (r.ndim() > shape.size()) r = nd::sum(r, 0);
-  for (std::size_t d = 0; d < shape.size(); ++d) {
-    if (shape[d] == 1 && r.shape()[d] != 1) {
-      Shape kept = r.shape();
-      kept[d] = 1;
-      r = nd::sum(r, static_cast<int>(d)).reshape(kept);
-    }
+  // The leading axes that the input did not have, and those where it was 1: one reduction.
+  const std::size_t lead = g.ndim() - shape.size();
+  std::vector<int> axes;
+  for (std::size_t d = 0; d < g.ndim(); ++d) {
+    if (d < lead || (shape[d - lead] == 1 && g.shape()[d] != 1)) axes.push_back(static_cast<int>(d));
   }
-  return r;
+  return nd::sum(g, axes).reshape(shape);
 }
 
 }  // namespace detail

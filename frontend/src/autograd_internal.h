@@ -11,8 +11,9 @@
 //   }
 //
 // A backward function gets the saved arrays and one gradient per output (zeros where an
-// output got none) and returns one gradient per input, of that input's shape, or a null
-// NDArray for an input that gets none. It runs with recording paused, so the ops it calls are
+// output got none) and returns one gradient per input, of that input's shape (or of a shape
+// the input broadcasts to: the walk sums it down, as sum_to), or a null NDArray for an input
+// that gets none. It runs with recording paused, so the ops it calls are
 // pushed like any op. It must not capture NDArrays (they would keep the history alive in a
 // cycle): what it needs goes in `saved`; shapes, scalars and flags may be captured.
 #pragma once
@@ -72,6 +73,11 @@ bool should_record(const std::vector<NDArray>& inputs) noexcept;
 // Appends a node for the op `name` that read `inputs` and made `outputs` (their history is
 // set to it; outputs must be defined arrays on one engine). `saved` are kept, detached, with
 // their storage versions, and handed to `backward`.
+// (The initializer_list forms build no vector: recording is on the push path of every op.)
+void record_op(std::string name, std::initializer_list<NDArray> inputs,
+               std::initializer_list<NDArray*> outputs, Saved saved, BackwardFn backward);
+void record_op(std::string name, std::initializer_list<const NDArray*> inputs,
+               std::initializer_list<NDArray*> outputs, Saved saved, BackwardFn backward);
 void record_op(std::string name, const std::vector<NDArray>& inputs,
                std::initializer_list<NDArray*> outputs, Saved saved, BackwardFn backward);
 void record_op(std::string name, const std::vector<NDArray>& inputs,

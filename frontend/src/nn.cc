@@ -84,6 +84,31 @@ NDArray gemm(const NDArray& a, const NDArray& b, bool transpose_a, bool transpos
         ops::cpu::gemm(ctx, transpose_a, transpose_b, m, n, k, 1.0f, pa, lda, pb, ldb, 0.0f, po, n);
       },
       {ca.var, cb.var}, {out.var()}, {.name = "gemm"});
+  if (autograd::detail::should_record({&a, &b})) {
+    const bool na = ArrayInternals::node(a) != nullptr, nb = ArrayInternals::node(b) != nullptr;
+    autograd::detail::record_op(
+        "gemm", {a, b}, {&out}, {a, b},
+        [transpose_a, transpose_b, na, nb](const autograd::detail::Saved& s,
+                                           const std::vector<NDArray>& g) {
+          const NDArray &x = s[0], &y = s[1], &dz = g[0];
+          // z = op(x) · op(y): each case's gradients, as products with transposes.
+          NDArray dx, dy;
+          if (!transpose_a && !transpose_b) {
+            if (na) dx = gemm(dz, y, false, true);
+            if (nb) dy = gemm(x, dz, true, false);
+          } else if (!transpose_a) {
+            if (na) dx = gemm(dz, y, false, false);
+            if (nb) dy = gemm(dz, x, true, false);
+          } else if (!transpose_b) {
+            if (na) dx = gemm(y, dz, false, true);
+            if (nb) dy = gemm(x, dz, false, false);
+          } else {
+            if (na) dx = gemm(y, dz, true, true);
+            if (nb) dy = gemm(dz, x, true, true);
+          }
+          return std::vector<NDArray>{dx, dy};
+        });
+  }
   return out;
 }
 
@@ -113,6 +138,18 @@ NDArray linear(const NDArray& x, const NDArray& w, const NDArray& b, bool relu) 
         ops::cpu::bias_activation(ctx, po, pb, m, n, relu);
       },
       {cx.var, cw.var, cb.var}, {out.var()}, {.name = relu ? "linear_relu" : "linear"});
+  if (autograd::detail::should_record({&x, &w, &b})) {
+    const bool nx = ArrayInternals::node(x) != nullptr, nw = ArrayInternals::node(w) != nullptr,
+               nb = ArrayInternals::node(b) != nullptr;
+    autograd::detail::record_op(
+        relu ? "linear_relu" : "linear", {x, w, b}, {&out}, {x, w, out},
+        [relu, nx, nw, nb](const autograd::detail::Saved& s, const std::vector<NDArray>& g) {
+          const NDArray dz = relu ? relu_backward(s[2], g[0]) : g[0];
+          return std::vector<NDArray>{nx ? gemm(dz, s[1], false, true) : NDArray(),
+                                      nw ? gemm(s[0], dz, true, false) : NDArray(),
+                                      nb ? nd::sum(dz, 0) : NDArray()};
+        });
+  }
   return out;
 }
 
@@ -127,6 +164,14 @@ SoftmaxCrossEntropy softmax_cross_entropy(const NDArray& logits, const NDArray& 
   float* pg = r.grad.data();
   e.push([=](const RunContext& ctx) { ops::cpu::softmax_xent(ctx, pz, py, m, n, pl, pg); },
          {cz.var, cy.var}, {r.loss.var(), r.grad.var()}, {.name = op});
+  // The loss is recorded; its gradient is the op's own `grad` times the head gradient (the
+  // labels get none, and `grad` is a result, not differentiable).
+  if (autograd::detail::should_record({&logits})) {
+    autograd::detail::record_op(op, {logits, labels}, {&r.loss}, {r.grad},
+                                [](const autograd::detail::Saved& s, const std::vector<NDArray>& g) {
+                                  return std::vector<NDArray>{s[0] * g[0], NDArray()};
+                                });
+  }
   return r;
 }
 

@@ -1,10 +1,6 @@
-// The nd:: functions and operators: check shapes and devices, make the output, push one op.
-//
-// An op's body is written once, against a kernel set `k` (ops::cpu, or ops::cuda with the
-// same signatures), and placed by launch(): on the CPU it runs the CPU kernels; on a CUDA
-// device it enqueues the CUDA kernels on the op's stream; on a simulated GPU it runs the CPU
-// kernels inside the stream (enqueue_host), so every GPU path of the frontend runs without
-// a GPU. Storage pointers are resolved when the body runs (detail::Ptr).
+// The nd:: functions and operators: check shapes and devices, make the output, push one op
+// (placed on the array's device by launch(), launch.h). Storage pointers are resolved when
+// the body runs (detail::Ptr).
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -12,20 +8,12 @@
 #include <type_traits>
 #include <utility>
 
-#include "depengine/ops/elementwise.h"
-#include "depengine/ops/fill.h"
-#include "depengine/ops/gemm.h"
-#include "depengine/ops/random.h"
-#include "depengine/ops/reduce.h"
-#include "depengine/ops/transpose.h"
 #include "autograd_internal.h"
 #include "depengine/config.h"
 #include "depengine/nn.h"
 #include "internal.h"
-
-#if DEPENGINE_HAS_CUDA
-#include "depengine/ops/cuda.h"
-#endif
+#include "depengine/ndarray_ops.h"
+#include "launch.h"
 
 namespace depengine {
 namespace {
@@ -36,6 +24,12 @@ using detail::Ptr;
 using detail::broadcast_shape;
 using detail::broadcast_strides;
 using detail::require;
+using detail::CpuKernels;
+using detail::launch;
+using detail::on_stream;
+#if !DEPENGINE_HAS_CUDA
+using detail::no_cuda;
+#endif
 
 Chunk& chunk(const NDArray& a) noexcept { return *ArrayInternals::chunk(a); }
 Ptr ptr(const NDArray& a) noexcept { return detail::ptr(chunk(a)); }
@@ -57,75 +51,6 @@ Engine& same_engine(const Chunk& a, const Chunk& b, const char* op) {
   }
   return *a.engine;
 }
-
-// Kernel sets with one signature per kernel, so that an op body names each kernel once.
-#define DEPENGINE_FORWARD(ns, kernel)             \
-  template <class... Args>                        \
-  static void kernel(Args&&... args) {            \
-    ops::ns::kernel(std::forward<Args>(args)...); \
-  }
-#define DEPENGINE_KERNEL_SET(ns)          \
-  DEPENGINE_FORWARD(ns, unary)            \
-  DEPENGINE_FORWARD(ns, binary)           \
-  DEPENGINE_FORWARD(ns, binary_scalar)    \
-  DEPENGINE_FORWARD(ns, binary_broadcast) \
-  DEPENGINE_FORWARD(ns, fill)             \
-  DEPENGINE_FORWARD(ns, arange)           \
-  DEPENGINE_FORWARD(ns, copy)             \
-  DEPENGINE_FORWARD(ns, gemm)             \
-  DEPENGINE_FORWARD(ns, random_uniform)   \
-  DEPENGINE_FORWARD(ns, random_normal)    \
-  DEPENGINE_FORWARD(ns, reduce_all)       \
-  DEPENGINE_FORWARD(ns, reduce_axis)      \
-  DEPENGINE_FORWARD(ns, transpose)
-
-struct CpuKernels {
-  DEPENGINE_KERNEL_SET(cpu)
-};
-#if DEPENGINE_HAS_CUDA
-struct CudaKernels {
-  DEPENGINE_KERNEL_SET(cuda)
-};
-#endif
-#undef DEPENGINE_KERNEL_SET
-#undef DEPENGINE_FORWARD
-
-#if !DEPENGINE_HAS_CUDA
-// GPU arrays of a build without CUDA exist only on simulated GPUs (Chunk refuses others).
-[[noreturn]] void no_cuda(Device d) {
-  throw Error(d.str() + ": this build has no CUDA kernels");
-}
-#endif
-
-// Runs `body(ctx, kernels)` for a GPU op: the CPU kernels in stream order on a simulated
-// GPU, else the CUDA kernels enqueued on ctx.stream.
-template <class Body>
-void on_stream(const RunContext& ctx, bool simulated, const Body& body) {
-  if (simulated) {
-    ctx.stream->enqueue_host([body, ctx] { body(ctx, CpuKernels{}); });
-    return;
-  }
-#if DEPENGINE_HAS_CUDA
-  body(ctx, CudaKernels{});
-#else
-  no_cuda(ctx.device);
-#endif
-}
-
-// Pushes `body` as an op on the device of `out` (its compute lane for a GPU).
-template <class Body>
-void launch(const Chunk& out, VarList reads, VarList writes, const char* name, Body body) {
-  if (out.device.is_cpu()) {
-    out.engine->push([body](const RunContext& ctx) { body(ctx, CpuKernels{}); }, reads, writes,
-                     PushOptions{.name = name});
-    return;
-  }
-  const bool simulated = out.simulated;
-  out.engine->push([body, simulated](const RunContext& ctx) { on_stream(ctx, simulated, body); },
-                   reads, writes,
-                   PushOptions{.device = out.device, .lane = Lane::compute, .name = name});
-}
-
 
 // The loop nest for a broadcast op: dimensions of 1 dropped, neighbours that are contiguous
 // in both inputs merged (a row vector over a matrix stays 2-d; equal shapes become 1-d).
@@ -349,59 +274,85 @@ NDArray gemm_any(const NDArray& a, const NDArray& b, bool ta, bool tb) {
   return out;
 }
 
+ops::Binary compare_op(nd::Compare c) noexcept {
+  switch (c) {
+    case nd::Compare::equal: return ops::Binary::equal;
+    case nd::Compare::not_equal: return ops::Binary::not_equal;
+    case nd::Compare::less: return ops::Binary::less;
+    case nd::Compare::less_equal: return ops::Binary::less_equal;
+    case nd::Compare::greater: return ops::Binary::greater;
+    case nd::Compare::greater_equal: return ops::Binary::greater_equal;
+  }
+  return ops::Binary::equal;
+}
+
 // 1.0f where the comparison holds: the factor that routes a gradient.
 NDArray mask(const NDArray& a, const NDArray& b, nd::Compare c) { return nd::compare(a, b, c); }
 
+// Comparisons and floor division are not recorded: their gradient is zero everywhere it is
+// defined, so their outputs carry no history (as constants in a recorded graph).
+bool differentiable(ops::Binary op) noexcept {
+  return op <= ops::Binary::mod;
+}
+
 NDArray binary_op(ops::Binary op, const NDArray& a, const NDArray& b) {
   NDArray y = binary(op, a, b);
-  if (!ag::should_record({&a, &b})) return y;
-  const Shape sa = a.shape(), sb = b.shape();
+  if (!differentiable(op) || !ag::should_record({&a, &b})) return y;
   const bool na = has_history(a), nb = has_history(b);
-  // Each gradient is computed only for an input with a history.
-  auto pick = [na, nb, sa, sb](NDArray ga, NDArray gb) {
-    return std::vector<NDArray>{na ? ag::sum_to(ga, sa) : NDArray(),
-                                nb ? ag::sum_to(gb, sb) : NDArray()};
+  // Each gradient is computed only for an input with a history, of the output's shape: the
+  // walk sums it over the axes its input was broadcast along. (No shapes captured: recording
+  // is on the push path, and a closure this small needs no allocation.)
+  auto pick = [na, nb](NDArray ga, NDArray gb) {
+    return std::vector<NDArray>{na ? std::move(ga) : NDArray(), nb ? std::move(gb) : NDArray()};
   };
   using S = const ag::Saved&;
   using D = const std::vector<NDArray>&;
   switch (op) {
     case ops::Binary::add:
-      ag::record_op("add", {a, b}, {&y}, {}, [pick](S, D g) { return pick(g[0], g[0]); });
+      ag::record_op("add", {&a, &b}, {&y}, {}, [pick](S, D g) { return pick(g[0], g[0]); });
       break;
     case ops::Binary::sub:
-      ag::record_op("sub", {a, b}, {&y}, {}, [pick, nb](S, D g) {
+      ag::record_op("sub", {&a, &b}, {&y}, {}, [pick, nb](S, D g) {
         return pick(g[0], nb ? -g[0] : NDArray());
       });
       break;
     case ops::Binary::mul:
-      ag::record_op("mul", {a, b}, {&y}, {a, b}, [pick, na, nb](S s, D g) {
+      ag::record_op("mul", {&a, &b}, {&y}, {a, b}, [pick, na, nb](S s, D g) {
         return pick(na ? g[0] * s[1] : NDArray(), nb ? g[0] * s[0] : NDArray());
       });
       break;
     case ops::Binary::div:
       // d(a/b)/db = -a/b² = -y/b.
-      ag::record_op("div", {a, b}, {&y}, {b, y}, [pick, na, nb](S s, D g) {
+      ag::record_op("div", {&a, &b}, {&y}, {b, y}, [pick, na, nb](S s, D g) {
         return pick(na ? g[0] / s[0] : NDArray(), nb ? -(g[0] * s[1]) / s[0] : NDArray());
       });
       break;
     case ops::Binary::pow:
-      ag::record_op("pow", {a, b}, {&y}, {a, b, y}, [pick, na, nb](S s, D g) {
+      ag::record_op("pow", {&a, &b}, {&y}, {a, b, y}, [pick, na, nb](S s, D g) {
         return pick(na ? g[0] * s[1] * nd::pow(s[0], s[1] - 1.0f) : NDArray(),
                     nb ? g[0] * s[2] * nd::log(s[0]) : NDArray());
       });
       break;
     case ops::Binary::maximum:
       // Ties go to a, as MXNet's maximum backward.
-      ag::record_op("maximum", {a, b}, {&y}, {a, b}, [pick, na, nb](S s, D g) {
+      ag::record_op("maximum", {&a, &b}, {&y}, {a, b}, [pick, na, nb](S s, D g) {
         return pick(na ? g[0] * mask(s[0], s[1], nd::Compare::greater_equal) : NDArray(),
                     nb ? g[0] * mask(s[0], s[1], nd::Compare::less) : NDArray());
       });
       break;
     case ops::Binary::minimum:
-      ag::record_op("minimum", {a, b}, {&y}, {a, b}, [pick, na, nb](S s, D g) {
+      ag::record_op("minimum", {&a, &b}, {&y}, {a, b}, [pick, na, nb](S s, D g) {
         return pick(na ? g[0] * mask(s[0], s[1], nd::Compare::less_equal) : NDArray(),
                     nb ? g[0] * mask(s[0], s[1], nd::Compare::greater) : NDArray());
       });
+      break;
+    case ops::Binary::mod:
+      // a mod b = a - floor_div(a, b) · b, the quotient piecewise constant.
+      ag::record_op("mod", {&a, &b}, {&y}, {a, b}, [pick, nb](S s, D g) {
+        return pick(g[0], nb ? -(g[0] * binary(ops::Binary::floor_div, s[0], s[1])) : NDArray());
+      });
+      break;
+    default:
       break;
   }
   return y;
@@ -409,44 +360,62 @@ NDArray binary_op(ops::Binary op, const NDArray& a, const NDArray& b) {
 
 NDArray scalar_op(ops::Binary op, const NDArray& a, float c, bool scalar_first) {
   NDArray y = scalar(op, a, c, scalar_first);
-  if (!ag::should_record({&a})) return y;
+  if (!differentiable(op) || !ag::should_record({&a})) return y;
   using S = const ag::Saved&;
   using D = const std::vector<NDArray>&;
   using V = std::vector<NDArray>;
   const char* name = ops::name(op);
   switch (op) {
     case ops::Binary::add:
-      ag::record_op(name, {a}, {&y}, {}, [](S, D g) { return V{g[0]}; });
+      ag::record_op(name, {&a}, {&y}, {}, [](S, D g) { return V{g[0]}; });
       break;
     case ops::Binary::sub:
-      ag::record_op(name, {a}, {&y}, {}, [scalar_first](S, D g) {
+      ag::record_op(name, {&a}, {&y}, {}, [scalar_first](S, D g) {
         return V{scalar_first ? -g[0] : g[0]};
       });
       break;
     case ops::Binary::mul:
-      ag::record_op(name, {a}, {&y}, {}, [c](S, D g) { return V{g[0] * c}; });
+      ag::record_op(name, {&a}, {&y}, {}, [c](S, D g) { return V{g[0] * c}; });
       break;
     case ops::Binary::div:
       if (scalar_first) {  // d(c/a)/da = -c/a² = -y/a
-        ag::record_op(name, {a}, {&y}, {a, y}, [](S s, D g) { return V{-(g[0] * s[1]) / s[0]}; });
+        ag::record_op(name, {&a}, {&y}, {a, y}, [](S s, D g) { return V{-(g[0] * s[1]) / s[0]}; });
       } else {
-        ag::record_op(name, {a}, {&y}, {}, [c](S, D g) { return V{g[0] / c}; });
+        ag::record_op(name, {&a}, {&y}, {}, [c](S, D g) { return V{g[0] / c}; });
       }
       break;
     case ops::Binary::pow:
       if (scalar_first) {  // d(c^a)/da = c^a · ln c
-        ag::record_op(name, {a}, {&y}, {y}, [c](S s, D g) {
+        ag::record_op(name, {&a}, {&y}, {y}, [c](S s, D g) {
           return V{g[0] * s[0] * std::log(c)};
         });
       } else {
-        ag::record_op(name, {a}, {&y}, {a}, [c](S s, D g) {
+        ag::record_op(name, {&a}, {&y}, {a}, [c](S s, D g) {
           return V{g[0] * (nd::pow(s[0], c - 1.0f) * c)};
         });
       }
       break;
     case ops::Binary::maximum:
+      ag::record_op(name, {&a}, {&y}, {a}, [c](S s, D g) {
+        return V{g[0] * nd::compare(s[0], c, nd::Compare::greater_equal)};
+      });
+      break;
     case ops::Binary::minimum:
-      throw Error(std::string(name) + ": no gradient for the scalar form");
+      ag::record_op(name, {&a}, {&y}, {a}, [c](S s, D g) {
+        return V{g[0] * nd::compare(s[0], c, nd::Compare::less_equal)};
+      });
+      break;
+    case ops::Binary::mod:
+      if (scalar_first) {  // c mod a = c - floor_div(c, a) · a
+        ag::record_op(name, {&a}, {&y}, {a}, [c](S s, D g) {
+          return V{-(g[0] * scalar(ops::Binary::floor_div, s[0], c, true))};
+        });
+      } else {
+        ag::record_op(name, {&a}, {&y}, {}, [](S, D g) { return V{g[0]}; });
+      }
+      break;
+    default:
+      break;
   }
   return y;
 }
@@ -460,42 +429,42 @@ NDArray unary_op(ops::Unary op, const NDArray& a) {
   const char* name = ops::name(op);
   switch (op) {
     case ops::Unary::neg:
-      ag::record_op(name, {a}, {&y}, {}, [](S, D g) { return V{-g[0]}; });
+      ag::record_op(name, {&a}, {&y}, {}, [](S, D g) { return V{-g[0]}; });
       break;
     case ops::Unary::exp:
-      ag::record_op(name, {a}, {&y}, {y}, [](S s, D g) { return V{g[0] * s[0]}; });
+      ag::record_op(name, {&a}, {&y}, {y}, [](S s, D g) { return V{g[0] * s[0]}; });
       break;
     case ops::Unary::log:
-      ag::record_op(name, {a}, {&y}, {a}, [](S s, D g) { return V{g[0] / s[0]}; });
+      ag::record_op(name, {&a}, {&y}, {a}, [](S s, D g) { return V{g[0] / s[0]}; });
       break;
     case ops::Unary::relu:
       // One fused op on the CPU (nd::relu_backward) instead of a comparison and a product.
-      ag::record_op(name, {a}, {&y}, {y}, [](S s, D g) {
+      ag::record_op(name, {&a}, {&y}, {y}, [](S s, D g) {
         if (s[0].device().is_cpu()) return V{nd::relu_backward(s[0], g[0])};
         return V{g[0] * nd::compare(s[0], 0.0f, nd::Compare::greater)};
       });
       break;
     case ops::Unary::sigmoid:
-      ag::record_op(name, {a}, {&y}, {y}, [](S s, D g) {
+      ag::record_op(name, {&a}, {&y}, {y}, [](S s, D g) {
         return V{g[0] * ((1.0f - s[0]) * s[0])};
       });
       break;
     case ops::Unary::tanh:
-      ag::record_op(name, {a}, {&y}, {y}, [](S s, D g) {
+      ag::record_op(name, {&a}, {&y}, {y}, [](S s, D g) {
         return V{g[0] * (1.0f - nd::square(s[0]))};
       });
       break;
     case ops::Unary::sqrt:
-      ag::record_op(name, {a}, {&y}, {y}, [](S s, D g) { return V{g[0] / (s[0] * 2.0f)}; });
+      ag::record_op(name, {&a}, {&y}, {y}, [](S s, D g) { return V{g[0] / (s[0] * 2.0f)}; });
       break;
     case ops::Unary::abs:
-      ag::record_op(name, {a}, {&y}, {a}, [](S s, D g) {
+      ag::record_op(name, {&a}, {&y}, {a}, [](S s, D g) {
         return V{g[0] * (nd::compare(s[0], 0.0f, nd::Compare::greater) -
                          nd::compare(s[0], 0.0f, nd::Compare::less))};
       });
       break;
     case ops::Unary::square:
-      ag::record_op(name, {a}, {&y}, {a}, [](S s, D g) { return V{g[0] * (s[0] * 2.0f)}; });
+      ag::record_op(name, {&a}, {&y}, {a}, [](S s, D g) { return V{g[0] * (s[0] * 2.0f)}; });
       break;
   }
   return y;
@@ -833,7 +802,7 @@ NDArray dot(const NDArray& a, const NDArray& b) {
     // As 2-d products: a (m, k), b (k, n), the gradient (m, n); 1-d operands are a row
     // (a) or a column (b).
     const bool na = has_history(a), nb = has_history(b);
-    ag::record_op("dot", {a, b}, {&out}, {a, b},
+    ag::record_op("dot", {&a, &b}, {&out}, {a, b},
                   [sa, sb, m, n, k, na, nb](const ag::Saved& s, const std::vector<NDArray>& g) {
                     const NDArray a2 = s[0].reshape({m, k}), b2 = s[1].reshape({k, n});
                     const NDArray g2 = g[0].reshape({m, n});
@@ -855,6 +824,27 @@ NDArray pow(const NDArray& a, float exponent) {
 }
 NDArray maximum(const NDArray& a, const NDArray& b) { return binary_op(ops::Binary::maximum, a, b); }
 NDArray minimum(const NDArray& a, const NDArray& b) { return binary_op(ops::Binary::minimum, a, b); }
+NDArray maximum(const NDArray& a, float s) { return scalar_op(ops::Binary::maximum, a, s, false); }
+NDArray minimum(const NDArray& a, float s) { return scalar_op(ops::Binary::minimum, a, s, false); }
+NDArray mod(const NDArray& a, const NDArray& b) { return binary_op(ops::Binary::mod, a, b); }
+NDArray mod(const NDArray& a, float s) { return scalar_op(ops::Binary::mod, a, s, false); }
+NDArray mod(float s, const NDArray& a) { return scalar_op(ops::Binary::mod, a, s, true); }
+NDArray floor_divide(const NDArray& a, const NDArray& b) {
+  return binary_op(ops::Binary::floor_div, a, b);
+}
+NDArray floor_divide(const NDArray& a, float s) {
+  return scalar_op(ops::Binary::floor_div, a, s, false);
+}
+NDArray floor_divide(float s, const NDArray& a) {
+  return scalar_op(ops::Binary::floor_div, a, s, true);
+}
+
+NDArray compare(const NDArray& a, const NDArray& b, Compare op) {
+  return binary(compare_op(op), a, b);
+}
+NDArray compare(const NDArray& a, float s, Compare op) {
+  return scalar(compare_op(op), a, s, false);
+}
 
 NDArray negative(const NDArray& a) { return unary_op(ops::Unary::neg, a); }
 NDArray exp(const NDArray& a) { return unary_op(ops::Unary::exp, a); }
@@ -936,9 +926,10 @@ NDArray broadcast_to(const NDArray& a, const Shape& shape) {
 NDArray transpose(const NDArray& a) {
   Chunk& ca = require(a, "transpose");
   if (a.ndim() < 2) return nd::copy(a);
-  if (a.ndim() > 2) {
-    throw Error("transpose: only arrays of at most 2 dimensions are supported, got shape " +
-                shape_str(a.shape()));
+  if (a.ndim() > 2) {  // numpy's: the axes reversed
+    std::vector<int> axes(a.ndim());
+    for (std::size_t d = 0; d < axes.size(); ++d) axes[d] = static_cast<int>(axes.size() - 1 - d);
+    return nd::transpose(a, axes);
   }
   const std::size_t rows = a.shape()[0], cols = a.shape()[1];
   NDArray out = ArrayInternals::make(*ca.engine, {cols, rows}, ca.device, "transpose");

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "binding.h"
+#include "depengine/ndarray_ops.h"
 
 using namespace nanobind::literals;
 
@@ -55,13 +56,7 @@ NDArray with_array(Op op, const NDArray& x, const NDArray& y) {
     case Op::mul: return nd::multiply(x, y);
     case Op::div: return nd::divide(x, y);
     case Op::pow: return nd::pow(x, y);
-    case Op::matmul:
-      if (x.ndim() == 0 || y.ndim() == 0) throw Error("matmul: an operand is 0-d, not an array");
-      if (x.ndim() > 2 || y.ndim() > 2) {
-        throw Error("matmul: arrays of more than 2 dimensions are not supported (shapes " +
-                    shape_str(x.shape()) + " and " + shape_str(y.shape()) + ")");
-      }
-      return nd::dot(x, y);
+    case Op::matmul: return nd::matmul(x, y);
     default: return nd::compare(x, y, compare_of(op, false));
   }
 }
@@ -130,55 +125,6 @@ float item_released(const NDArray& a) {
   wait(a);
   nb::gil_scoped_release unlocked;
   return a.item();
-}
-
-// numpy-style normalized index of `i` into a dimension of `n`.
-long norm_index(long i, std::size_t n, std::size_t dim) {
-  const long len = static_cast<long>(n);
-  if (i < -len || i >= len) {
-    throw nb::index_error(("index " + std::to_string(i) + " is out of bounds for axis " +
-                           std::to_string(dim) + " with size " + std::to_string(n)).c_str());
-  }
-  return i < 0 ? i + len : i;
-}
-
-NDArray getitem(const NDArray& a, nb::handle key) {
-  std::vector<nb::handle> keys;
-  if (PyTuple_Check(key.ptr())) {
-    for (nb::handle h : nb::borrow<nb::tuple>(key)) keys.push_back(h);
-  } else {
-    keys.push_back(key);
-  }
-  if (keys.size() > a.ndim()) {
-    throw nb::index_error(("too many indices for array: array is " + std::to_string(a.ndim()) +
-                           "-dimensional, but " + std::to_string(keys.size()) +
-                           " were indexed").c_str());
-  }
-  std::vector<nd::SliceDim> dims;
-  for (std::size_t d = 0; d < a.ndim(); ++d) {
-    const std::size_t n = a.shape()[d];
-    if (d >= keys.size()) {
-      dims.push_back({0, 1, n, true});
-      continue;
-    }
-    PyObject* k = keys[d].ptr();
-    // An int, or an integer with __index__ (a NumPy integer); a bool is not an index here.
-    if (!PyBool_Check(k) && PyIndex_Check(k) && !nb::isinstance<NDArray>(keys[d])) {
-      nb::object i = nb::steal(PyNumber_Index(k));
-      if (!i.is_valid()) throw nb::python_error();
-      dims.push_back({norm_index(int_value(i), n, d), 1, 1, false});
-    } else if (PySlice_Check(k)) {
-      Py_ssize_t start, stop, step;
-      if (PySlice_Unpack(k, &start, &stop, &step) < 0) throw nb::python_error();
-      const Py_ssize_t count = PySlice_AdjustIndices(static_cast<Py_ssize_t>(n), &start, &stop, step);
-      dims.push_back({static_cast<long>(start), static_cast<long>(step),
-                      static_cast<std::size_t>(count), true});
-    } else {
-      throw nb::type_error(("ndarray indices must be integers or slices (basic indexing, read "
-                            "only), not " + std::string(Py_TYPE(k)->tp_name)).c_str());
-    }
-  }
-  return frontend_call(a.engine(), [&] { return nd::slice(a, dims); });
 }
 
 nb::object asnumpy(const NDArray& a) {
@@ -378,6 +324,7 @@ void bind_array(nb::module_& np) {
       .def("__repr__", &repr)
       .def("__str__", &repr)
       .def("__getitem__", &getitem)
+      .def("__setitem__", &setitem, nb::arg("key"), nb::arg("value").none())
       // As NumPy's: rows along the first axis, one at a time; a 0-d array is not iterable
       // (without this, Python's fallback through __getitem__ gave an empty list).
       .def("__iter__", [](nb::handle self) {

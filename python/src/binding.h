@@ -22,6 +22,11 @@ void bind_array(nb::module_& np);
 void bind_np(nb::module_& np, nb::module_& npx);
 // depengine.autograd, and the ndarray's attach_grad / grad / backward / detach (autograd.cc).
 void bind_autograd(nb::module_& m, nb::module_& np);
+// np.concatenate, stack, mod, linspace, ..., npx.dropout and their ndarray methods (np_more.cc).
+void bind_np_more(nb::module_& np, nb::module_& npx);
+// ndarray.__getitem__ / __setitem__ (indexing.cc).
+NDArray getitem(const NDArray& a, nb::handle key);
+void setitem(NDArray& a, nb::handle key, nb::handle value);
 // npx.record / npx.replay / npx.Segment (engine.cc).
 void bind_array_segments(nb::module_& npx);
 // npx.convolution, pooling, softmax, log_softmax, batch_norm (np_nn.cc).

@@ -44,6 +44,7 @@ NB_MODULE(_depengine, m) {
   nb::module_ npx = m.def_submodule("npx", "mxnet.npx: waitall, devices, set_np");
   bind_array(np);
   bind_np(np, npx);
+  bind_np_more(np, npx);
   bind_array_segments(npx);
   bind_np_nn(npx);
   bind_optim(m);

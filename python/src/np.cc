@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "binding.h"
+#include "depengine/ndarray_ops.h"
 
 namespace depengine::python {
 namespace {
@@ -26,17 +27,30 @@ void check_no_out(nb::handle out, const char* fn) {
   }
 }
 
-// A reduction's axis: None (all elements) or an int; keepdims puts the reduced axis back.
-template <class All, class Axis>
+// A reduction's axis: None (all elements), an int, or a tuple or list of ints (one op over
+// them all; not for argmax); keepdims puts the reduced axes back.
+template <class All, class Axis, class Axes>
 NDArray reduce(const NDArray& a, nb::handle axis, bool keepdims, const char* fn, All all,
-               Axis along) {
+               Axis along, Axes over) {
   if (axis.is_none()) {
     NDArray r = frontend_call(a.engine(), [&] { return all(a); });
     if (!keepdims) return r;
     return r.reshape(Shape(a.ndim(), 1));
   }
+  if (PyTuple_Check(axis.ptr()) || PyList_Check(axis.ptr())) {
+    std::vector<int> axes;
+    const long nd = static_cast<long>(a.ndim());
+    for (nb::handle h : nb::borrow<nb::sequence>(axis)) {
+      axes.push_back(static_cast<int>(int_arg(h, fn, "axis", -nd, nd - 1)));
+    }
+    NDArray r = frontend_call(a.engine(), [&] { return over(a, axes); });
+    if (!keepdims) return r;
+    Shape s = a.shape();
+    for (int ax : axes) s[static_cast<std::size_t>(ax < 0 ? ax + nd : ax)] = 1;
+    return r.reshape(s);
+  }
   if (!PyLong_Check(axis.ptr())) {
-    throw nb::type_error((std::string(fn) + ": axis must be None or an int, got " +
+    throw nb::type_error((std::string(fn) + ": axis must be None, an int or a tuple of ints, got " +
                           Py_TYPE(axis.ptr())->tp_name).c_str());
   }
   const long long ax = int_value(axis);
@@ -52,15 +66,16 @@ NDArray reduce(const NDArray& a, nb::handle axis, bool keepdims, const char* fn,
   return r.reshape(s);
 }
 
-#define DEPENGINE_REDUCTION(name)                                                          \
+#define DEPENGINE_REDUCTION(name, over)                                                    \
   [](nb::handle a, nb::handle axis, nb::handle dtype, nb::handle out, nb::handle keepdims) { \
     check_dtype(dtype, #name);                                                             \
     check_no_out(out, #name);                                                              \
     return reduce(                                                                         \
         as_array(a, nullptr, #name), axis, bool_arg(keepdims, #name, "keepdims"), #name,    \
         [](const NDArray& x) { return nd::name(x); },                                      \
-        [](const NDArray& x, int ax) { return nd::name(x, ax); });                         \
+        [](const NDArray& x, int ax) { return nd::name(x, ax); }, over);                   \
   }
+#define DEPENGINE_OVER(name) [](const NDArray& x, const std::vector<int>& axes) { return nd::name(x, axes); }
 
 // f(x) for an ndarray, or for data that np.array takes.
 template <NDArray (*f)(const NDArray&)>
@@ -193,10 +208,12 @@ void bind_np(nb::module_& np, nb::module_& npx) {
                                       "axis"_a.none() = nb::none(), "dtype"_a.none() = nb::none(),
                                       "out"_a.none() = nb::none(), "keepdims"_a.none() = false);
   };
-  reduction("sum", DEPENGINE_REDUCTION(sum));
-  reduction("mean", DEPENGINE_REDUCTION(mean));
-  reduction("max", DEPENGINE_REDUCTION(max));
-  reduction("argmax", DEPENGINE_REDUCTION(argmax));
+  reduction("sum", DEPENGINE_REDUCTION(sum, DEPENGINE_OVER(sum)));
+  reduction("mean", DEPENGINE_REDUCTION(mean, DEPENGINE_OVER(mean)));
+  reduction("max", DEPENGINE_REDUCTION(max, DEPENGINE_OVER(max)));
+  reduction("argmax", DEPENGINE_REDUCTION(argmax, [](const NDArray&, const std::vector<int>&) -> NDArray {
+              throw Error("argmax: axis must be None or an int, not a tuple");
+            }));
   np.attr("amax") = np.attr("max");
 
   // Random.

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "depengine/ndarray.h"
+#include "depengine/ndarray_ops.h"
 #include "support/test_support.h"
 
 namespace depengine {
@@ -51,7 +52,7 @@ TEST_P(FrontendErrors, ShapeMismatchNamesOpAndShapesAndPushesNothing) {
   expect_error([&] { (void)nd::max(empty); }, {"max", "(0, 3)"});
   expect_error([&] { (void)a.reshape({4, 2}); }, {"reshape", "(2, 3)", "(4, 2)"});
   expect_error([&] { (void)a.item(); }, {"item", "(2, 3)"});
-  expect_error([&] { (void)nd::transpose(cube); }, {"transpose", "(2, 2, 2)"});
+  expect_error([&] { (void)nd::transpose(cube, {0, 0, 1}); }, {"transpose", "repeated", "(2, 2, 2)"});
   expect_error([&] { (void)nd::array({1, 2, 3}, {2, 2}); }, {"array", "(2, 2)"});
   EXPECT_EQ(counter_->pushes.load(), before);
 }

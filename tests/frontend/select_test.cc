@@ -130,17 +130,21 @@ TEST_P(SelectTest, StepsWhoseSpanOverflowsAreRejected) {
   engine->wait_all();
 }
 
-TEST(SelectGpuTest, GpuArraysAreRefusedWithTheirDevice) {
+// Comparisons and slices once refused GPU arrays; they run on the (simulated) GPU now and
+// give the CPU's bits.
+TEST(SelectGpuTest, ComparisonsAndSlicesRunOnTheSimulatedGpu) {
   auto e = Engine::create("threaded", {.cpu_threads = 1, .sim_gpus = 1});
   EngineScope use(*e);
-  const NDArray g = nd::ones({3}, Device::gpu(0));
-  try {
-    nd::compare(g, 1.0f, nd::Compare::less);
-    FAIL() << "no error";
-  } catch (const Error& err) {
-    EXPECT_NE(std::string(err.what()).find("gpu(0)"), std::string::npos);
-  }
-  EXPECT_THROW(nd::slice(g, {{0, 1, 3, true}}), Error);
+  const NDArray c = nd::arange(0, 6).reshape({2, 3});
+  const NDArray g = c.copy_to(Device::gpu(0));
+  const NDArray lt = nd::compare(g, 2.0f, nd::Compare::less);
+  EXPECT_EQ(lt.device(), Device::gpu(0));
+  EXPECT_EQ(lt.to_vector(), (std::vector<float>{1, 1, 0, 0, 0, 0}));
+  const NDArray eq = nd::compare(g, nd::arange(0, 3).copy_to(Device::gpu(0)), nd::Compare::equal);
+  EXPECT_EQ(eq.to_vector(), (std::vector<float>{1, 1, 1, 0, 0, 0}));
+  const NDArray s = nd::slice(g, {{1, 1, 1, false}, {2, -1, 2, true}});
+  EXPECT_EQ(s.device(), Device::gpu(0));
+  EXPECT_EQ(s.to_vector(), (std::vector<float>{5, 4}));
   e->wait_all();
 }
 

@@ -106,7 +106,9 @@ TEST_F(GpuOps, ElementwiseMatchesCpuExactlyOnIntegers) {
   const std::vector<float> a = integers(n, 41), b = integers(n, 13);
   Buf &da = upload(a), &db = upload(b), &dout = empty(n);
   for (ops::Binary op : {ops::Binary::add, ops::Binary::sub, ops::Binary::mul,
-                         ops::Binary::maximum, ops::Binary::minimum}) {
+                         ops::Binary::maximum, ops::Binary::minimum, ops::Binary::equal,
+                         ops::Binary::not_equal, ops::Binary::less, ops::Binary::less_equal,
+                         ops::Binary::greater, ops::Binary::greater_equal}) {
     e_->push([&, op](const RunContext& ctx) { ops::cuda::binary(ctx, op, da.p, db.p, dout.p, n); },
              {da.var, db.var}, {dout.var}, on_gpu());
     std::vector<float> want(n);
@@ -213,6 +215,56 @@ TEST_F(GpuOps, ReductionsMatchCpuExactlyOnIntegers) {
     std::vector<float> want_axis(outer * inner);
     ops::cpu::reduce_axis(cpu_, op, a.data(), outer, len, inner, want_axis.data());
     EXPECT_EQ(download(dax), want_axis) << ops::name(op) << " along an axis";
+  }
+}
+
+// Divisors without 0 (integers(n, 13) has some), whose quotients and remainders are exact.
+TEST_F(GpuOps, ModAndFloorDivideMatchCpuExactly) {
+  const std::size_t n = 10007;
+  std::vector<float> a = integers(n, 41), b = integers(n, 13);
+  for (float& x : b) x = x >= 0.0f ? x + 1.0f : x;
+  Buf &da = upload(a), &db = upload(b), &dout = empty(n);
+  for (ops::Binary op : {ops::Binary::mod, ops::Binary::floor_div}) {
+    e_->push([&, op](const RunContext& ctx) { ops::cuda::binary(ctx, op, da.p, db.p, dout.p, n); },
+             {da.var, db.var}, {dout.var}, on_gpu());
+    std::vector<float> want(n);
+    ops::cpu::binary(cpu_, op, a.data(), b.data(), want.data(), n);
+    EXPECT_EQ(download(dout), want) << ops::name(op);
+  }
+}
+
+TEST_F(GpuOps, StridedCopyAndReduceAxesMatchCpu) {
+  const std::vector<float> a = integers(2 * 3 * 4, 29);
+  Buf &da = upload(a), &dout = empty(a.size()), &dred = empty(3);
+  ops::Strided t;  // (2, 3, 4) -> (4, 2, 3)
+  t.ndim = 3;
+  const std::size_t shape[] = {4, 2, 3};
+  const std::ptrdiff_t src[] = {1, 12, 4}, dst[] = {6, 3, 1};
+  for (int d = 0; d < 3; ++d) {
+    t.shape[d] = shape[d];
+    t.src_stride[d] = src[d];
+    t.dst_stride[d] = dst[d];
+  }
+  e_->push([&](const RunContext& ctx) { ops::cuda::strided_copy(ctx, da.p, 0, dout.p, 0, t); },
+           {da.var}, {dout.var}, on_gpu());
+  std::vector<float> want(a.size());
+  ops::cpu::strided_copy(cpu_, a.data(), 0, want.data(), 0, t);
+  EXPECT_EQ(download(dout), want);
+  ops::ReduceAxes r;  // over axes 0 and 2 of (2, 3, 4)
+  r.out_ndim = 1;
+  r.out_shape[0] = 3;
+  r.out_stride[0] = 4;
+  r.red_ndim = 2;
+  r.red_shape[0] = 2;
+  r.red_stride[0] = 12;
+  r.red_shape[1] = 4;
+  r.red_stride[1] = 1;
+  for (ops::Reduce op : {ops::Reduce::sum, ops::Reduce::mean, ops::Reduce::max}) {
+    e_->push([&, op](const RunContext& ctx) { ops::cuda::reduce_axes(ctx, op, da.p, r, dred.p); },
+             {da.var}, {dred.var}, on_gpu());
+    std::vector<float> w(3);
+    ops::cpu::reduce_axes(cpu_, op, a.data(), r, w.data());
+    EXPECT_EQ(download(dred), w) << ops::name(op);
   }
 }
 

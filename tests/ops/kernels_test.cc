@@ -61,11 +61,25 @@ TEST(OpsElementwise, ScalarReferenceIsTheMathDefinition) {
   EXPECT_EQ(apply(Binary::maximum, 2.0f, 3.0f), 3.0f);
   EXPECT_TRUE(std::isnan(apply(Binary::maximum, NAN, 3.0f)));
   EXPECT_EQ(apply(Binary::minimum, 2.0f, 3.0f), 2.0f);
+  // numpy: the remainder has the divisor's sign; x == floor_div(x, y) · y + mod(x, y).
+  EXPECT_EQ(apply(Binary::mod, -7.0f, 3.0f), 2.0f);
+  EXPECT_EQ(apply(Binary::mod, 7.0f, -3.0f), -2.0f);
+  EXPECT_EQ(apply(Binary::floor_div, -7.0f, 3.0f), -3.0f);
+  EXPECT_EQ(apply(Binary::floor_div, 7.5f, 2.0f), 3.0f);
+  EXPECT_TRUE(std::signbit(apply(Binary::mod, 0.0f, -2.0f)));
+  EXPECT_EQ(apply(Binary::floor_div, 1.0f, 0.0f), INFINITY);
+  EXPECT_TRUE(std::isnan(apply(Binary::mod, 1.0f, 0.0f)));
+  EXPECT_EQ(apply(Binary::less, 1.0f, 2.0f), 1.0f);
+  EXPECT_EQ(apply(Binary::greater_equal, 1.0f, 2.0f), 0.0f);
+  EXPECT_EQ(apply(Binary::not_equal, NAN, NAN), 1.0f);
 }
 
 TEST(OpsElementwise, BinaryIsExactOnIntegers) {
-  const Binary all[] = {Binary::add, Binary::sub,     Binary::mul,    Binary::div,
-                        Binary::pow, Binary::maximum, Binary::minimum};
+  const Binary all[] = {Binary::add,       Binary::sub,        Binary::mul,
+                        Binary::div,       Binary::pow,        Binary::maximum,
+                        Binary::minimum,   Binary::mod,        Binary::floor_div,
+                        Binary::equal,     Binary::not_equal,  Binary::less,
+                        Binary::less_equal, Binary::greater,   Binary::greater_equal};
   for (std::size_t n : kSizes) {
     const std::vector<float> a = ints(n, -50, 50, 3);
     const std::vector<float> b = ints(n, 1, 4, 4);

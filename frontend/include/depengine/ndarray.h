@@ -300,15 +300,16 @@ NDArray transpose(const NDArray& a);
 void accumulate(NDArray& dst, const NDArray& src);
 
 // Elementwise comparisons with numpy broadcasting: 1.0f where it holds, else 0.0f (float32
-// stands in for numpy's bool). CPU arrays only (Error for GPU arrays).
+// stands in for numpy's bool). Not recorded by autograd: their gradient is zero.
 enum class Compare { equal, not_equal, less, less_equal, greater, greater_equal };
 NDArray compare(const NDArray& a, const NDArray& b, Compare op);
 NDArray compare(const NDArray& a, float s, Compare op);
 
 // Basic indexing, as numpy's a[i, j:k:s]: per dimension, `count` elements start, start +
 // step, ... (step may be negative, never 0); a dimension with keep == false (an integer
-// index, count 1) is dropped from the result. Copies (pushed). CPU arrays only. Throws
-// Error for a selection outside the array.
+// index, count 1) is dropped from the result. Copies (pushed), with its gradient. Throws
+// Error for a selection outside the array. Writes through a selection: nd::slice_assign
+// (depengine/ndarray_ops.h).
 struct SliceDim {
   long start = 0;
   long step = 1;

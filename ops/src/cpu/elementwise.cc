@@ -10,6 +10,30 @@
 namespace depengine::ops {
 namespace {
 
+// NumPy's npy_divmodf: the remainder takes the divisor's sign, and the quotient is rounded
+// so that x == q · y + r as nearly as float allows.
+inline float numpy_mod(float x, float y) noexcept {
+  float r = std::fmod(x, y);
+  if (y == 0.0f) return r;
+  if (r != 0.0f) {
+    if ((y < 0.0f) != (r < 0.0f)) r += y;
+  } else {
+    r = std::copysign(0.0f, y);
+  }
+  return r;
+}
+
+inline float numpy_floor_div(float x, float y) noexcept {
+  if (y == 0.0f) return x / y;
+  float r = std::fmod(x, y);
+  float q = (x - r) / y;
+  if (r != 0.0f && (y < 0.0f) != (r < 0.0f)) q -= 1.0f;
+  if (q == 0.0f) return std::copysign(0.0f, x / y);
+  float f = std::floor(q);
+  if (q - f > 0.5f) f += 1.0f;
+  return f;
+}
+
 // Calls f with a functor for `op`, so each op gets its own inlined loop.
 template <class F>
 void with_unary(Unary op, F&& f) {
@@ -52,6 +76,22 @@ void with_binary(Binary op, F&& f) {
       return f([](float x, float y) { return std::isnan(x) || x > y ? x : y; });
     case Binary::minimum:
       return f([](float x, float y) { return std::isnan(x) || x < y ? x : y; });
+    case Binary::mod:
+      return f([](float x, float y) { return numpy_mod(x, y); });
+    case Binary::floor_div:
+      return f([](float x, float y) { return numpy_floor_div(x, y); });
+    case Binary::equal:
+      return f([](float x, float y) { return x == y ? 1.0f : 0.0f; });
+    case Binary::not_equal:
+      return f([](float x, float y) { return x != y ? 1.0f : 0.0f; });
+    case Binary::less:
+      return f([](float x, float y) { return x < y ? 1.0f : 0.0f; });
+    case Binary::less_equal:
+      return f([](float x, float y) { return x <= y ? 1.0f : 0.0f; });
+    case Binary::greater:
+      return f([](float x, float y) { return x > y ? 1.0f : 0.0f; });
+    case Binary::greater_equal:
+      return f([](float x, float y) { return x >= y ? 1.0f : 0.0f; });
   }
 }
 
@@ -97,6 +137,22 @@ const char* name(Binary op) noexcept {
       return "maximum";
     case Binary::minimum:
       return "minimum";
+    case Binary::mod:
+      return "mod";
+    case Binary::floor_div:
+      return "floor_divide";
+    case Binary::equal:
+      return "equal";
+    case Binary::not_equal:
+      return "not_equal";
+    case Binary::less:
+      return "less";
+    case Binary::less_equal:
+      return "less_equal";
+    case Binary::greater:
+      return "greater";
+    case Binary::greater_equal:
+      return "greater_equal";
   }
   return "binary";
 }

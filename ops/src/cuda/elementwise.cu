@@ -21,6 +21,29 @@ __device__ inline float apply_unary(Unary op, float x) {
   return x;
 }
 
+// As the CPU kernels' (NumPy's npy_divmodf).
+__device__ inline float numpy_mod(float x, float y) {
+  float r = fmodf(x, y);
+  if (y == 0.0f) return r;
+  if (r != 0.0f) {
+    if ((y < 0.0f) != (r < 0.0f)) r += y;
+  } else {
+    r = copysignf(0.0f, y);
+  }
+  return r;
+}
+
+__device__ inline float numpy_floor_div(float x, float y) {
+  if (y == 0.0f) return x / y;
+  float r = fmodf(x, y);
+  float q = (x - r) / y;
+  if (r != 0.0f && (y < 0.0f) != (r < 0.0f)) q -= 1.0f;
+  if (q == 0.0f) return copysignf(0.0f, x / y);
+  float f = floorf(q);
+  if (q - f > 0.5f) f += 1.0f;
+  return f;
+}
+
 __device__ inline float apply_binary(Binary op, float x, float y) {
   switch (op) {
     case Binary::add: return x + y;
@@ -30,6 +53,14 @@ __device__ inline float apply_binary(Binary op, float x, float y) {
     case Binary::pow: return powf(x, y);
     case Binary::maximum: return isnan(x) || x > y ? x : y;
     case Binary::minimum: return isnan(x) || x < y ? x : y;
+    case Binary::mod: return numpy_mod(x, y);
+    case Binary::floor_div: return numpy_floor_div(x, y);
+    case Binary::equal: return x == y ? 1.0f : 0.0f;
+    case Binary::not_equal: return x != y ? 1.0f : 0.0f;
+    case Binary::less: return x < y ? 1.0f : 0.0f;
+    case Binary::less_equal: return x <= y ? 1.0f : 0.0f;
+    case Binary::greater: return x > y ? 1.0f : 0.0f;
+    case Binary::greater_equal: return x >= y ? 1.0f : 0.0f;
   }
   return x;
 }

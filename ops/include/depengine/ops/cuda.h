@@ -23,6 +23,7 @@
 #include "depengine/ops/elementwise.h"
 #include "depengine/ops/pooling.h"
 #include "depengine/ops/reduce.h"
+#include "depengine/ops/strided.h"
 #include "depengine/stream.h"
 
 #if DEPENGINE_HAS_CUDA
@@ -58,6 +59,12 @@ void reduce_axis(const RunContext& ctx, Reduce op, const float* a, std::size_t o
 
 void transpose(const RunContext& ctx, const float* a, std::size_t rows, std::size_t cols,
                float* out);
+
+// As ops::cpu's (depengine/ops/strided.h). Gathers and scatters have no GPU kernel yet.
+void strided_copy(const RunContext& ctx, const float* src, std::ptrdiff_t src_offset, float* dst,
+                  std::ptrdiff_t dst_offset, const Strided& s);
+void reduce_axes(const RunContext& ctx, Reduce op, const float* a, const ReduceAxes& r,
+                 float* out);
 
 // Convolution, pooling, softmax and batch normalization (depengine/ops/conv.h, pooling.h,
 // softmax.h, batch_norm.h): the same contracts as the CPU kernels. Convolution lowers a

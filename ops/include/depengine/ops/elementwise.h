@@ -20,7 +20,12 @@
 namespace depengine::ops {
 
 enum class Unary : std::uint8_t { neg, exp, log, relu, sigmoid, tanh, sqrt, abs, square };
-enum class Binary : std::uint8_t { add, sub, mul, div, pow, maximum, minimum };
+// mod and floor_div follow NumPy's sign rule (the remainder has the divisor's sign, and
+// x == floor_div(x, y) · y + mod(x, y)); the comparisons give 1.0f where they hold, else 0.0f.
+enum class Binary : std::uint8_t {
+  add, sub, mul, div, pow, maximum, minimum, mod, floor_div,
+  equal, not_equal, less, less_equal, greater, greater_equal
+};
 
 // "neg", "exp", ...; "add", "sub", ... (used in error messages and op names).
 const char* name(Unary op) noexcept;
