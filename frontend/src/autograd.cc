@@ -389,6 +389,7 @@ void in_place(const NDArray& a, std::initializer_list<const NDArray*> others, co
 void bump_version(const NDArray& a) noexcept {
   if (depengine::detail::Chunk* c = ArrayInternals::chunk(a)) {
     c->version.fetch_add(1, std::memory_order_relaxed);
+    c->is_mask.store(false, std::memory_order_relaxed);
   }
 }
 

@@ -55,6 +55,9 @@ struct Chunk {
   // Counts the in-place writes pushed to this storage (autograd::detail::bump_version), so
   // that a gradient whose saved input was overwritten since it was recorded is refused.
   std::atomic<std::uint64_t> version{0};
+  // Made by a comparison (1.0f / 0.0f standing in for bool) and not written in place since:
+  // it indexes as a boolean mask (NDArray::is_mask).
+  std::atomic<bool> is_mask{false};
 };
 
 // An array's storage as captured by an op: resolved when the op runs (see DeviceBuffer).

@@ -460,6 +460,10 @@ std::string shape_str(const Shape& shape) {
 // A null array's shape is empty like a 0-d array's, but it holds no element.
 std::size_t NDArray::size() const noexcept { return chunk_ ? detail::shape_size(shape_) : 0; }
 
+bool NDArray::is_mask() const noexcept {
+  return chunk_ && chunk_->is_mask.load(std::memory_order_relaxed);
+}
+
 Device NDArray::device() const noexcept { return chunk_ ? chunk_->device : Device::cpu(); }
 
 Engine& NDArray::engine() const { return *detail::require(*this, "engine").engine; }

@@ -840,10 +840,14 @@ NDArray floor_divide(float s, const NDArray& a) {
 }
 
 NDArray compare(const NDArray& a, const NDArray& b, Compare op) {
-  return binary(compare_op(op), a, b);
+  NDArray out = binary(compare_op(op), a, b);
+  chunk(out).is_mask.store(true, std::memory_order_relaxed);
+  return out;
 }
 NDArray compare(const NDArray& a, float s, Compare op) {
-  return scalar(compare_op(op), a, s, false);
+  NDArray out = scalar(compare_op(op), a, s, false);
+  chunk(out).is_mask.store(true, std::memory_order_relaxed);
+  return out;
 }
 
 NDArray negative(const NDArray& a) { return unary_op(ops::Unary::neg, a); }

@@ -68,7 +68,19 @@ struct Plan {
   std::size_t first_index_axis = 0;
 };
 
+// A comparison's result (NDArray::is_mask: float32 0/1 standing in for bool) as a NumPy bool
+// mask, so x[x > 0] masks as in MXNet; it waits for the key, since the result's shape depends
+// on its values. Any other key: nothing.
+nb::object depengine_mask(nb::handle key) {
+  if (!nb::isinstance<NDArray>(key) || !nb::cast<const NDArray&>(key).is_mask()) {
+    return nb::object();
+  }
+  return key.attr("asnumpy")().attr("astype")(nb::module_::import_("numpy").attr("bool_"));
+}
+
 Plan parse(const NDArray& a, nb::handle key) {
+  const nb::object mask = depengine_mask(key);
+  if (mask.is_valid()) key = mask;
   std::vector<nb::handle> keys;
   if (PyTuple_Check(key.ptr())) {
     for (nb::handle h : nb::borrow<nb::tuple>(key)) keys.push_back(h);

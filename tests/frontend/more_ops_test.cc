@@ -333,5 +333,17 @@ TEST(MoreOpsGpu, ComparisonRoutedGradientsRunOnASimulatedGpu) {
   e->wait_all();
 }
 
+TEST(MoreOps, AComparisonsResultIsAMaskUntilWrittenInPlace) {
+  NDArray a = nd::array({1.0f, -1.0f, 2.0f}, {3});
+  NDArray m = nd::compare(a, 0.0f, nd::Compare::greater);
+  EXPECT_TRUE(m.is_mask());
+  EXPECT_TRUE(m.reshape({3, 1}).is_mask());  // a view of the same storage
+  EXPECT_FALSE(a.is_mask());
+  EXPECT_FALSE((m * 1.0f).is_mask());
+  m += 1.0f;
+  EXPECT_FALSE(m.is_mask());
+  EXPECT_EQ(m.to_vector(), (std::vector<float>{2.0f, 1.0f, 2.0f}));
+}
+
 }  // namespace
 }  // namespace depengine

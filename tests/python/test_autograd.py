@@ -284,3 +284,23 @@ def test_comparison_routed_gradients_run_on_a_simulated_gpu():
 
     with de.Engine("threaded", cpu_threads=2, sim_gpus=1):
         assert grads(npx.gpu(0)).tobytes() == grads(npx.cpu()).tobytes()
+
+
+def test_a_comparison_result_indexes_as_a_boolean_mask():
+    # It indexed as integer positions 0 and 1 (a silent wrong answer) before.
+    data = onp.array([[1.0, -2.0, 3.0], [-4.0, 5.0, -6.0]], dtype=onp.float32)
+    x = np.array(data)
+    onp.testing.assert_array_equal(x[x > 0].asnumpy(), data[data > 0])
+    rows = np.array(data[:, 0]) > 0
+    onp.testing.assert_array_equal(x[rows].asnumpy(), data[data[:, 0] > 0])
+    # An array that is not a comparison's result indexes by position, 0/1 values or not, and
+    # so does a comparison's result once written in place.
+    onp.testing.assert_array_equal(x[np.array([1.0, 0.0])].asnumpy(), data[[1, 0]])
+    m = np.array(data[:, 0]) > 0
+    m += 0.0
+    onp.testing.assert_array_equal(x[m].asnumpy(), data[[1, 0]])
+    x.attach_grad()
+    with autograd.record():
+        y = (x[x > 0] * 2.0).sum()
+    y.backward()
+    onp.testing.assert_array_equal(x.grad.asnumpy(), (data > 0) * 2.0)

@@ -94,6 +94,9 @@ class NDArray {
   // Number of elements (0 for a null array).
   std::size_t size() const noexcept;
   Device device() const noexcept;
+  // True for the result of a comparison (nd::compare: 1.0f / 0.0f standing in for numpy's
+  // bool) not written in place since; Python indexes by such an array as a boolean mask.
+  bool is_mask() const noexcept;
 
   // The engine this array's ops are pushed to.
   Engine& engine() const;
