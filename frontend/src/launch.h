@@ -12,11 +12,15 @@
 #include <utility>
 
 #include "depengine/config.h"
+#include "depengine/ops/batch_norm.h"
+#include "depengine/ops/conv.h"
 #include "depengine/ops/elementwise.h"
 #include "depengine/ops/fill.h"
 #include "depengine/ops/gemm.h"
+#include "depengine/ops/pooling.h"
 #include "depengine/ops/random.h"
 #include "depengine/ops/reduce.h"
+#include "depengine/ops/softmax.h"
 #include "depengine/ops/strided.h"
 #include "depengine/ops/transpose.h"
 #include "internal.h"
@@ -48,7 +52,22 @@ namespace depengine::detail {
   DEPENGINE_FORWARD(ns, reduce_axis)      \
   DEPENGINE_FORWARD(ns, reduce_axes)      \
   DEPENGINE_FORWARD(ns, strided_copy)     \
-  DEPENGINE_FORWARD(ns, transpose)
+  DEPENGINE_FORWARD(ns, transpose)        \
+  DEPENGINE_FORWARD(ns, conv2d_forward)            \
+  DEPENGINE_FORWARD(ns, conv2d_backward_data)      \
+  DEPENGINE_FORWARD(ns, conv2d_backward_weight)    \
+  DEPENGINE_FORWARD(ns, conv2d_backward_bias)      \
+  DEPENGINE_FORWARD(ns, pool2d_forward)            \
+  DEPENGINE_FORWARD(ns, pool2d_backward)           \
+  DEPENGINE_FORWARD(ns, softmax_forward)           \
+  DEPENGINE_FORWARD(ns, softmax_backward)          \
+  DEPENGINE_FORWARD(ns, nll_loss_forward)          \
+  DEPENGINE_FORWARD(ns, nll_loss_backward)         \
+  DEPENGINE_FORWARD(ns, batch_norm_train)          \
+  DEPENGINE_FORWARD(ns, batch_norm_infer)          \
+  DEPENGINE_FORWARD(ns, batch_norm_backward)       \
+  DEPENGINE_FORWARD(ns, batch_norm_update_running) \
+  DEPENGINE_FORWARD(ns, batch_norm_infer_backward)
 
 struct CpuKernels {
   DEPENGINE_KERNEL_SET(cpu)
