@@ -333,7 +333,7 @@ TEST(MoreOpsGpu, ComparisonRoutedGradientsRunOnASimulatedGpu) {
   e->wait_all();
 }
 
-TEST(MoreOps, AComparisonsResultIsAMaskUntilWrittenInPlace) {
+TEST(Mask, AComparisonsResultIsAMaskUntilWrittenInPlace) {
   NDArray a = nd::array({1.0f, -1.0f, 2.0f}, {3});
   NDArray m = nd::compare(a, 0.0f, nd::Compare::greater);
   EXPECT_TRUE(m.is_mask());
