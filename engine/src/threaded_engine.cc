@@ -502,11 +502,8 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     const bool counted = op->waiter == nullptr;
     Op* running = current_op();
     // A frontend push into a bounded engine reserves its place first, and may wait for it.
-    // Pushes made by running ops never wait (that could stall every worker), nor do deletes:
-    // they free memory, and a frontend drops arrays from destructors (Python's with the GIL
-    // held) that the ops in flight may be waiting for.
-    const bool reserved =
-        counted && options_.max_inflight != 0 && running == nullptr && to_delete == nullptr;
+    // Pushes made by running ops never wait (that could stall every worker).
+    const bool reserved = counted && options_.max_inflight != 0 && running == nullptr;
     if (reserved) reserve(*op);
     std::lock_guard lk(push_mu_);
     try {

@@ -196,29 +196,6 @@ TEST_P(Contract, P3_BackPressureBoundsOperationsInFlight) {
   EXPECT_LE(e->peak_pending(), 3u);
 }
 
-// Point 3: a delete never waits for a place. A frontend drops arrays from destructors (Python
-// from its deallocator, with the GIL held); had the delete waited for the bound while the ops
-// in flight waited for that frontend (for the GIL), neither could go on.
-TEST_P(Contract, P3_DeleteVarDoesNotWaitForBackPressure) {
-  if (!threaded()) GTEST_SKIP() << "the naive engine never has ops in flight";
-  auto e = make_engine(GetParam(), {.max_inflight = 2});
-  std::promise<void> release;
-  std::shared_future<void> gate = release.get_future().share();
-  Var v = e->new_var(), dropped = e->new_var();
-  for (int i = 0; i < 2; ++i) e->push([gate] { gate.wait(); }, {v}, {});
-  std::promise<void> deleted;
-  std::future<void> deleted_done = deleted.get_future();
-  std::thread frontend([&] {
-    e->delete_var(dropped);
-    deleted.set_value();
-  });
-  const bool returned = deleted_done.wait_for(2s) == std::future_status::ready;
-  release.set_value();  // unblocks a delete that waited, so that a failure ends
-  frontend.join();
-  EXPECT_TRUE(returned) << "delete_var waited for a place among max_inflight";
-  e->wait_all();
-}
-
 // Point 4: wait_to_read waits for the writes of that var only; wait_all for everything.
 TEST_P(Contract, P4_WaitToReadWaitsForEarlierWrites) {
   Var a = e_->new_var(), b = e_->new_var();
