@@ -27,5 +27,5 @@ cmake --build "$build" --target graphfile_fuzzer -j2
 corpus="$build/fuzz-corpus"
 mkdir -p "$corpus"
 cd "$build"
-"$build/tools/graphfile/graphfile_fuzzer" -seed="${DEPENGINE_FUZZ_SEED:-1}" -max_total_time="$seconds" -max_len=4096 -timeout=10 \
+"$build/workloads/graphfile_fuzzer" -seed="${DEPENGINE_FUZZ_SEED:-1}" -max_total_time="$seconds" -max_len=4096 -timeout=10 \
   -print_final_stats=1 "$corpus" "$root/tests/inspect/fuzz_corpus"

@@ -6,7 +6,7 @@
 #      alternating; the first of ours also checks the residual and the message count.
 #   2. the stencil under an injected per-message latency: overlap vs bulk-synchronous, 2 ranks.
 #   3. CPU time of waiting ranks (dist_idle), 4 ranks.
-# Usage: bench/dist/run.sh [BUILD_DIR (build/release)]   env: REPEAT (3), N (3840), NB (12)
+# Usage: bench/mpi/run.sh [BUILD_DIR (build/release)]   env: REPEAT (3), N (3840), NB (12)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-build/release}
@@ -15,8 +15,8 @@ n=${N:-3840}
 nb=${NB:-12}
 starpu=/usr/lib/x86_64-linux-gnu/starpu/mpi/mpi_cholesky
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
-for exe in "$build/examples/dist/dist_cholesky" "$build/examples/dist/dist_stencil" \
-           "$build/examples/dist/dist_idle" "$starpu"; do
+for exe in "$build/examples/mpi/dist_cholesky" "$build/examples/mpi/dist_stencil" \
+           "$build/examples/mpi/dist_idle" "$starpu"; do
   [[ -x $exe ]] || { echo "run.sh: $exe is missing (build the dist examples; scripts/install-deps.sh installs starpu-examples)" >&2; exit 1; }
 done
 mpi=(mpirun --oversubscribe)
@@ -28,7 +28,7 @@ ours=() theirs=()
 for ((i = 0; i < repeat; i++)); do
   check=(); ((i == 0)) && check=(-check)
   out=$(DEPENGINE_CPU_THREADS=1 "${mpi[@]}" -np 4 -x DEPENGINE_CPU_THREADS -x OPENBLAS_NUM_THREADS \
-        "$build/examples/dist/dist_cholesky" -size "$n" -nblocks "$nb" -p 2 "${check[@]}")
+        "$build/examples/mpi/dist_cholesky" -size "$n" -nblocks "$nb" -p 2 "${check[@]}")
   echo "$out"
   ours+=("$(grep -o '[0-9.]* GFlop/s' <<<"$out" | cut -d' ' -f1)")
   out=$(STARPU_NCPU=1 STARPU_SILENT=1 "${mpi[@]}" -np 4 -x STARPU_NCPU -x STARPU_SILENT -x OPENBLAS_NUM_THREADS \
@@ -46,7 +46,7 @@ for lat in 0 1000; do
     vals=() comps=()
     for ((i = 0; i < repeat; i++)); do
       out=$(DEPENGINE_CPU_THREADS=1 "${mpi[@]}" -np 2 -x DEPENGINE_CPU_THREADS \
-            "$build/examples/dist/dist_stencil" -mode "$mode" -latency "$lat" -steps 50)
+            "$build/examples/mpi/dist_stencil" -mode "$mode" -latency "$lat" -steps 50)
       vals+=("$(grep -o ': [0-9.]* ms/step' <<<"$out" | awk '{print $2}')")
       comps+=("$(grep -o 'rank 0 [0-9.]* ms/step' <<<"$out" | awk '{print $3}')")
     done
@@ -55,4 +55,4 @@ for lat in 0 1000; do
 done
 
 echo "== Waiting ranks' CPU (rank 0 computes 2 s; the others wait with a receive outstanding) =="
-"${mpi[@]}" -np 4 "$build/examples/dist/dist_idle" -seconds 2
+"${mpi[@]}" -np 4 "$build/examples/mpi/dist_idle" -seconds 2

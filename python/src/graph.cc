@@ -1,5 +1,5 @@
 // Graphs from Python: record a region of pushes, dump and analyze the graph, profile, and
-// load and run graph files (tools/graphfile).
+// load and run graph files (workloads/).
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>

@@ -1,5 +1,5 @@
 // `depengine run`, `depengine analyze` and `depengine generate`: graph files on the command
-// line (tools/graphfile holds the loading, running and generating).
+// line (workloads/ holds the loading, running and generating).
 #include <algorithm>
 #include <cstdio>
 #include <limits>
