@@ -82,8 +82,8 @@ static int run(int argc, char** argv) {
   }
 
   // Lower tiles only; tile (i, j) at index i*nb+j.
-  std::vector<dd::Var> tile(static_cast<std::size_t>(nb * nb));
-  auto T = [&](int i, int j) -> dd::Var& { return tile[static_cast<std::size_t>(i * nb + j)]; };
+  std::vector<dd::DistVar> tile(static_cast<std::size_t>(nb * nb));
+  auto T = [&](int i, int j) -> dd::DistVar& { return tile[static_cast<std::size_t>(i * nb + j)]; };
   for (int i = 0; i < nb; ++i)
     for (int j = 0; j <= i; ++j) {
       T(i, j) = ctx.new_var(tile_bytes, owner(i, j));

@@ -29,8 +29,8 @@ int main(int argc, char** argv) {
   double seconds = 2;
   dd::Context ctx(&argc, &argv);
   if (argc == 3 && std::string(argv[1]) == "-seconds") seconds = std::atof(argv[2]);
-  dd::Var work = ctx.new_var(sizeof(double), 0);
-  std::vector<dd::Var> out;
+  dd::DistVar work = ctx.new_var(sizeof(double), 0);
+  std::vector<dd::DistVar> out;
   for (int r = 0; r < ctx.size(); ++r) out.push_back(ctx.new_var(sizeof(double), r));
   ctx.wait_all();
   const double cpu0 = cpu_seconds();

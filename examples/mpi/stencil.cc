@@ -86,7 +86,7 @@ static int run(int argc, char** argv) {
   const double* zero = zero_row.data();
 
   // T[b][r]: top row, I[b][r]: rows 1..rows-2, B[b][r]: bottom row; b = step parity.
-  std::vector<dd::Var> T[2], I[2], B[2];
+  std::vector<dd::DistVar> T[2], I[2], B[2];
   for (int b = 0; b < 2; ++b)
     for (int r = 0; r < P; ++r) {
       T[b].push_back(ctx.new_var(row_bytes, r));
@@ -116,11 +116,11 @@ static int run(int argc, char** argv) {
       const auto u = static_cast<std::size_t>(r);
       const bool has_up = r > 0, has_dn = r + 1 < P;
       // The halos this block needs: the upper neighbour's bottom row, the lower one's top row.
-      std::vector<dd::Var> halos;
+      std::vector<dd::DistVar> halos;
       if (has_up) halos.push_back(B[p][u - 1]);
       if (has_dn) halos.push_back(T[p][u + 1]);
       auto interior = [&] {
-        std::vector<dd::Var> rd = {T[p][u], I[p][u], B[p][u]};
+        std::vector<dd::DistVar> rd = {T[p][u], I[p][u], B[p][u]};
         if (bsp) rd.insert(rd.end(), halos.begin(), halos.end());  // waits for the exchange
         ctx.push(
             [=](dd::Args a) {
@@ -136,7 +136,7 @@ static int run(int argc, char** argv) {
       };
       if (bsp) interior();
       // Edge rows: reads[2] is the halo when there is one; bsp adds the new interior last.
-      std::vector<dd::Var> rt = {T[p][u], I[p][u]}, rb = {B[p][u], I[p][u]};
+      std::vector<dd::DistVar> rt = {T[p][u], I[p][u]}, rb = {B[p][u], I[p][u]};
       if (has_up) rt.push_back(B[p][u - 1]);
       if (has_dn) rb.push_back(T[p][u + 1]);
       if (bsp) {
@@ -173,8 +173,9 @@ static int run(int argc, char** argv) {
   double checksum = 0;
   const int f = steps % 2;
   for (int r = 0; r < P; ++r)
-    for (const dd::Var& v : {T[f][static_cast<std::size_t>(r)], I[f][static_cast<std::size_t>(r)],
-                             B[f][static_cast<std::size_t>(r)]}) {
+    for (const dd::DistVar& v :
+         {T[f][static_cast<std::size_t>(r)], I[f][static_cast<std::size_t>(r)],
+          B[f][static_cast<std::size_t>(r)]}) {
       const std::vector<std::byte> bytes = ctx.get(v);
       const double* d = reinterpret_cast<const double*>(bytes.data());
       for (std::size_t i = 0; i < bytes.size() / sizeof(double); ++i)

@@ -64,11 +64,11 @@ void ContextState::record_failure(std::uint64_t op_seq, const std::string& msg) 
   }
 }
 
-VarRec& ContextState::rec(const Var& v, const char* what) {
+VarRec& ContextState::rec(const DistVar& v, const char* what) {
   return const_cast<VarRec&>(std::as_const(*this).rec(v, what));
 }
 
-const VarRec& ContextState::rec(const Var& v, const char* what) const {
+const VarRec& ContextState::rec(const DistVar& v, const char* what) const {
   if (!v) throw Error(std::string("dist::") + what + ": a null var");
   if (v.ctx_ != uid || v.id_ >= vars.size())
     throw Error(std::string("dist::") + what + ": var " + std::to_string(v.id_) +
@@ -321,7 +321,7 @@ Context::~Context() {
 int Context::rank() const noexcept { return s_->rank; }
 int Context::size() const noexcept { return s_->size; }
 
-Var Context::new_var(std::size_t bytes, int owner) {
+DistVar Context::new_var(std::size_t bytes, int owner) {
   detail::refuse_inside_op("new_var");
   ContextState& s = *s_;
   s.check_usable("new_var");
@@ -340,27 +340,28 @@ Var Context::new_var(std::size_t bytes, int owner) {
   s.mix(0xfeedull);
   s.mix(bytes);
   s.mix(static_cast<std::uint64_t>(owner));
-  return Var(s.uid, s.vars.size() - 1);
+  return DistVar(s.uid, s.vars.size() - 1);
 }
 
-int Context::owner(const Var& v) const {
+int Context::owner(const DistVar& v) const {
   detail::refuse_inside_op("owner");
   return s_->rec(v, "owner").owner;
 }
 
-void Context::push(std::function<void(Args)> fn, VarList reads, VarList writes,
-                   PushOptions options) {
-  push(std::move(fn), std::vector<Var>(reads), std::vector<Var>(writes), std::move(options));
+void Context::push(std::function<void(Args)> fn, DistVarList reads, DistVarList writes,
+                   DistPushOptions options) {
+  push(std::move(fn), std::vector<DistVar>(reads), std::vector<DistVar>(writes),
+       std::move(options));
 }
 
-void Context::push(std::function<void(Args)> fn, const std::vector<Var>& reads,
-                   const std::vector<Var>& writes, PushOptions options) {
+void Context::push(std::function<void(Args)> fn, const std::vector<DistVar>& reads,
+                   const std::vector<DistVar>& writes, DistPushOptions options) {
   detail::refuse_inside_op("push");
   ContextState& s = *s_;
   s.check_usable("push");
   if (!fn) throw Error("dist::push: the function is empty");
-  for (const Var& v : reads) s.rec(v, "push");
-  for (const Var& v : writes) s.rec(v, "push");
+  for (const DistVar& v : reads) s.rec(v, "push");
+  for (const DistVar& v : writes) s.rec(v, "push");
   if (options.on_rank < -1 || options.on_rank >= s.size)
     throw Error("dist::push: on_rank " + std::to_string(options.on_rank) + " is outside 0.." +
                 std::to_string(s.size - 1));
@@ -372,15 +373,15 @@ void Context::push(std::function<void(Args)> fn, const std::vector<Var>& reads,
   s.mix(0xabcdull);
   s.mix(options.name);
   s.mix(static_cast<std::uint64_t>(exec));
-  for (const Var& v : reads) s.mix(v.id());
+  for (const DistVar& v : reads) s.mix(v.id());
   s.mix(0xffffull);
-  for (const Var& v : writes) s.mix(v.id());
+  for (const DistVar& v : writes) s.mix(v.id());
 
   // Distinct vars, in first-seen order.
   std::vector<std::uint64_t> rset, wset;
-  for (const Var& v : reads)
+  for (const DistVar& v : reads)
     if (std::find(rset.begin(), rset.end(), v.id()) == rset.end()) rset.push_back(v.id());
-  for (const Var& v : writes)
+  for (const DistVar& v : writes)
     if (std::find(wset.begin(), wset.end(), v.id()) == wset.end()) wset.push_back(v.id());
 
   // Values read where they are not: fetched from the owner (who always holds the current
@@ -394,8 +395,8 @@ void Context::push(std::function<void(Args)> fn, const std::vector<Var>& reads,
   if (s.rank == exec) {
     std::vector<detail::Slot*> rslots, wslots;
     std::vector<depengine::Var> evr, evw;
-    for (const Var& v : reads) rslots.push_back(&s.local_slot(s.vars[v.id()]));
-    for (const Var& v : writes) wslots.push_back(&s.local_slot(s.vars[v.id()]));
+    for (const DistVar& v : reads) rslots.push_back(&s.local_slot(s.vars[v.id()]));
+    for (const DistVar& v : writes) wslots.push_back(&s.local_slot(s.vars[v.id()]));
     for (std::uint64_t id : rset) evr.push_back(s.vars[id].slot->ev);
     for (std::uint64_t id : wset) evw.push_back(s.vars[id].slot->ev);
     // Slots live as long as the context; the engine finishes before they go.
@@ -483,7 +484,7 @@ void Context::wait_all() {
   throw Error(detail::bcast_text(s, std::move(text), static_cast<int>(first.rank)));
 }
 
-std::vector<std::byte> Context::get(const Var& v) {
+std::vector<std::byte> Context::get(const DistVar& v) {
   detail::refuse_inside_op("get");
   ContextState& s = *s_;
   s.check_usable("get");

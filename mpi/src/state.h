@@ -73,8 +73,8 @@ struct ContextState {
   // Throws Error naming `what` when the context was closed by MPI_Finalize or broken.
   void check_usable(const char* what) const;
   void record_failure(std::uint64_t op_seq, const std::string& msg);
-  VarRec& rec(const Var& v, const char* what);
-  const VarRec& rec(const Var& v, const char* what) const;
+  VarRec& rec(const DistVar& v, const char* what);
+  const VarRec& rec(const DistVar& v, const char* what) const;
   Slot& local_slot(VarRec& r);
   void mix(std::uint64_t x);
   void mix(const std::string& s);

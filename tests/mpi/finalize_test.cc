@@ -19,8 +19,8 @@ namespace {
 TEST(DistFinalize, ProgramFinalizesMpiWhileAContextLives) {
   auto ctx = std::make_unique<dd::Context>();
   const int last = ctx->size() - 1;
-  dd::Var a = ctx->new_var(8, 0);
-  dd::Var b = ctx->new_var(8, last);
+  dd::DistVar a = ctx->new_var(8, 0);
+  dd::DistVar b = ctx->new_var(8, last);
   auto seen = std::make_shared<std::atomic<double>>(0);
   ctx->push([](dd::Args x) { x.write<double>(0)[0] = 5; }, {}, {a}, {.name = "make"});
   // Runs on the last rank, with a's value from rank 0; nobody waits for it before

@@ -27,8 +27,8 @@ TEST(DistInspect, RecorderAndTraceSeeTransfers) {
   auto prof = std::make_shared<depengine::Profiler>();
   ctx.set_observer(std::make_shared<depengine::ObserverFanout>(
       std::vector<std::shared_ptr<depengine::Observer>>{rec, prof}));
-  dd::Var a = ctx.new_var(16, 0);
-  dd::Var b = ctx.new_var(16, n - 1);
+  dd::DistVar a = ctx.new_var(16, 0);
+  dd::DistVar b = ctx.new_var(16, n - 1);
   ctx.push([](dd::Args x) { x.write<double>(0)[0] = 1; }, {}, {a}, {.name = "make"});
   ctx.push([](dd::Args x) { x.write<double>(0)[0] = x.read<double>(0)[0]; }, {a}, {b},
            {.name = "use"});
@@ -78,7 +78,7 @@ TEST(DistInspect, TraceTakesAnyOpName) {
   const int n = ctx.size();
   auto prof = std::make_shared<depengine::Profiler>();
   ctx.set_observer(prof);
-  dd::Var a = ctx.new_var(8, n - 1);
+  dd::DistVar a = ctx.new_var(8, n - 1);
   const std::vector<std::string> names = {"send a>b", "recv x<y", "send v0@1>99999999999",
                                           "bad \xff name"};
   for (const std::string& name : names) ctx.push([](dd::Args) {}, {}, {a}, {.name = name});
@@ -104,7 +104,7 @@ TEST(DistInspect, TraceThatCannotBeWrittenIsAnErrorOnEveryRank) {
   dd::Context ctx;
   auto prof = std::make_shared<depengine::Profiler>();
   ctx.set_observer(prof);
-  dd::Var a = ctx.new_var(8, ctx.size() - 1);
+  dd::DistVar a = ctx.new_var(8, ctx.size() - 1);
   ctx.push([](dd::Args) {}, {}, {a}, {.name = "op"});
   ctx.wait_all();
   const std::string path = "/nonexistent-depengine-dir/trace.json";

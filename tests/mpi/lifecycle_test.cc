@@ -18,7 +18,7 @@ TEST(DistLifecycle, MpiLivesAsLongAsAnyContextAndIsNotRestarted) {
   auto first = std::make_unique<dd::Context>();   // initialises MPI
   auto second = std::make_unique<dd::Context>();  // adopts it
   first.reset();                                  // second still needs MPI
-  dd::Var v = second->new_var(8, second->size() - 1);
+  dd::DistVar v = second->new_var(8, second->size() - 1);
   second->push([](dd::Args a) { a.write<double>(0)[0] = 3; }, {}, {v}, {.name = "set"});
   double x = 0;
   std::memcpy(&x, second->get(v).data(), sizeof x);

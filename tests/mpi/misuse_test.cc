@@ -24,7 +24,7 @@ TEST(DistMisuse, OwnerOutsideRanks) {
   dd::Context ctx;
   EXPECT_THROW(ctx.new_var(8, ctx.size()), depengine::Error);
   EXPECT_THROW(ctx.new_var(8, -1), depengine::Error);
-  dd::Var v = ctx.new_var(8, 0);
+  dd::DistVar v = ctx.new_var(8, 0);
   EXPECT_THROW(ctx.push(noop, {}, {v}, {.on_rank = ctx.size()}), depengine::Error);
   EXPECT_THROW(ctx.push(noop, {}, {v}, {.on_rank = -2}), depengine::Error);
   ctx.wait_all();
@@ -47,25 +47,25 @@ TEST(DistMisuse, LatencyOutsideItsRange) {
 TEST(DistMisuse, NullAndForeignVarsAndEmptyFunction) {
   dd::Context a;
   dd::Context b;
-  dd::Var va = a.new_var(8, 0);
-  dd::Var vb = b.new_var(8, 0);
+  dd::DistVar va = a.new_var(8, 0);
+  dd::DistVar vb = b.new_var(8, 0);
   try {
     a.push(noop, {vb}, {va});
     ADD_FAILURE() << "a var of another context was accepted";
   } catch (const depengine::Error& e) {
     EXPECT_NE(std::string(e.what()).find("another context"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(a.push(noop, {}, {dd::Var()}), depengine::Error);
+  EXPECT_THROW(a.push(noop, {}, {dd::DistVar()}), depengine::Error);
   EXPECT_THROW(a.push(nullptr, {}, {va}), depengine::Error);
   EXPECT_THROW(a.get(vb), depengine::Error);
-  EXPECT_THROW(a.owner(dd::Var()), depengine::Error);
+  EXPECT_THROW(a.owner(dd::DistVar()), depengine::Error);
   a.wait_all();
   b.wait_all();
 }
 
 TEST(DistMisuse, ArgsIndexOutOfRangeFailsTheOp) {
   dd::Context ctx;
-  dd::Var v = ctx.new_var(8, ctx.size() - 1);
+  dd::DistVar v = ctx.new_var(8, ctx.size() - 1);
   ctx.push([](dd::Args a) { a.read<double>(0); }, {}, {v}, {.name = "bad_index"});
   try {
     ctx.wait_all();
@@ -82,8 +82,8 @@ TEST(DistMisuse, ArgsIndexOutOfRangeFailsTheOp) {
 // be seen by that rank only (the ranks diverge) and would race with the program's thread.
 TEST(DistMisuse, ContextCallsFromInsideAnOpAreAnError) {
   dd::Context ctx;
-  dd::Var v = ctx.new_var(8, 0);
-  dd::Var w = ctx.new_var(8, ctx.size() - 1);
+  dd::DistVar v = ctx.new_var(8, 0);
+  dd::DistVar w = ctx.new_var(8, ctx.size() - 1);
   auto refused = std::make_shared<std::vector<std::string>>();
   auto attempt = [refused](const std::function<void()>& call) {
     try {
@@ -123,9 +123,9 @@ TEST(DistMisuse, ContextCallsFromInsideAnOpAreAnError) {
 TEST(DistFailure, CrossesRanksWithItsText) {
   dd::Context ctx;
   const int last = ctx.size() - 1;
-  dd::Var a = ctx.new_var(8, 0);
-  dd::Var b = ctx.new_var(8, last);
-  dd::Var c = ctx.new_var(8, last);
+  dd::DistVar a = ctx.new_var(8, 0);
+  dd::DistVar b = ctx.new_var(8, last);
+  dd::DistVar c = ctx.new_var(8, last);
   ctx.push([](dd::Args) { throw std::runtime_error("disk full"); }, {}, {a}, {.name = "load"});
   ctx.push([](dd::Args x) { x.write<double>(0)[0] = x.read<double>(0)[0]; }, {a}, {b},
            {.name = "use"});
@@ -139,7 +139,7 @@ TEST(DistFailure, CrossesRanksWithItsText) {
   }
   // Forgotten by wait_all, still held by the vars.
   EXPECT_NO_THROW(ctx.wait_all());
-  for (dd::Var v : {a, b}) {
+  for (dd::DistVar v : {a, b}) {
     try {
       ctx.get(v);
       ADD_FAILURE() << "get of a failed var did not throw";
@@ -161,8 +161,8 @@ TEST(DistFailure, CrossesRanksWithItsText) {
 TEST(DistMisuse, DivergingRanksAreAnErrorNotAHang) {
   dd::Context ctx;
   if (ctx.size() < 2) GTEST_SKIP() << "needs two ranks";
-  dd::Var on1 = ctx.new_var(1 << 20, 1);  // large: a rendezvous message, never eager
-  dd::Var on0 = ctx.new_var(8, 0);
+  dd::DistVar on1 = ctx.new_var(1 << 20, 1);  // large: a rendezvous message, never eager
+  dd::DistVar on0 = ctx.new_var(8, 0);
   // Only rank 0 pushes an op that needs rank 1's value: rank 0 waits for a message rank 1
   // never sends.
   if (ctx.rank() == 0) ctx.push(noop, {on1}, {on0}, {.name = "only_on_rank_0"});
@@ -178,8 +178,8 @@ TEST(DistMisuse, DivergingRanksAreAnErrorNotAHang) {
 TEST(DistMisuse, ATransferThatStartsAfterDivergenceFailsInsteadOfHanging) {
   dd::Context ctx;
   if (ctx.size() < 2) GTEST_SKIP() << "needs two ranks";
-  dd::Var v1 = ctx.new_var(8, 1);
-  dd::Var g0 = ctx.new_var(8, 0);
+  dd::DistVar v1 = ctx.new_var(8, 1);
+  dd::DistVar g0 = ctx.new_var(8, 0);
   auto release = std::make_shared<std::atomic<bool>>(false);
   // Rank 0 reads its replica of v1 in an op held until the divergence is reported.
   ctx.push([release](dd::Args) { while (!release->load()) std::this_thread::yield(); }, {v1},
@@ -196,8 +196,8 @@ TEST(DistMisuse, ATransferThatStartsAfterDivergenceFailsInsteadOfHanging) {
 TEST(DistMisuse, DivergingRanksWithAnUnmatchedSendAreAnErrorNotAHang) {
   dd::Context ctx;
   if (ctx.size() < 2) GTEST_SKIP() << "needs two ranks";
-  dd::Var on0 = ctx.new_var(1 << 20, 0);
-  dd::Var on1 = ctx.new_var(8, 1);
+  dd::DistVar on0 = ctx.new_var(1 << 20, 0);
+  dd::DistVar on1 = ctx.new_var(8, 1);
   // Only rank 0 pushes an op that runs on rank 1: rank 0 sends a message nobody receives.
   if (ctx.rank() == 0) ctx.push(noop, {on0}, {on1}, {.name = "only_on_rank_0"});
   EXPECT_THROW(ctx.wait_all(), depengine::Error);
@@ -206,7 +206,7 @@ TEST(DistMisuse, DivergingRanksWithAnUnmatchedSendAreAnErrorNotAHang) {
 TEST(DistMisuse, DifferentCollectivesAreAnError) {
   dd::Context ctx;
   if (ctx.size() < 2) GTEST_SKIP() << "needs two ranks";
-  dd::Var v = ctx.new_var(8, 0);
+  dd::DistVar v = ctx.new_var(8, 0);
   try {
     if (ctx.rank() == 0) ctx.wait_all();
     else ctx.get(v);
@@ -227,8 +227,8 @@ TEST(DistMisuse, RanksThatDisagreeOnAVarAreAnError) {
     const std::size_t bytes = variant == 0 ? 8u + 8u * static_cast<unsigned>(c.rank())
                               : variant == 1 ? 64u - 8u * static_cast<unsigned>(c.rank())
                                              : 8u;
-    dd::Var v = c.new_var(bytes, variant == 2 ? c.rank() : 0);
-    dd::Var out = c.new_var(8, last);
+    dd::DistVar v = c.new_var(bytes, variant == 2 ? c.rank() : 0);
+    dd::DistVar out = c.new_var(8, last);
     c.push([](dd::Args a) { a.write<char>(0)[0] = a.read<char>(0)[0]; }, {v}, {out},
            {.name = "use"});
     try {
@@ -244,8 +244,8 @@ TEST(DistMisuse, RanksThatDisagreeOnAVarAreAnError) {
 TEST(DistTransfers, ZeroByteVars) {
   dd::Context ctx;
   const int last = ctx.size() - 1;
-  dd::Var z = ctx.new_var(0, 0);
-  dd::Var out = ctx.new_var(0, last);
+  dd::DistVar z = ctx.new_var(0, 0);
+  dd::DistVar out = ctx.new_var(0, last);
   ctx.push([](dd::Args a) { EXPECT_EQ(a.write_size(0), 0u); }, {}, {z}, {.name = "make"});
   ctx.push([](dd::Args a) { EXPECT_EQ(a.read_size(0) + a.write_size(0), 0u); }, {z}, {out},
            {.name = "use"});
@@ -258,8 +258,8 @@ TEST(DistTransfers, ZeroByteVars) {
 TEST(DistTransfers, EachValueGoesOncePerDestinationAndVersion) {
   dd::Context ctx;
   const int n = ctx.size();
-  dd::Var src = ctx.new_var(64, 0);
-  std::vector<dd::Var> dst;
+  dd::DistVar src = ctx.new_var(64, 0);
+  std::vector<dd::DistVar> dst;
   for (int r = 0; r < n; ++r) dst.push_back(ctx.new_var(64, r));
   ctx.push([](dd::Args a) { a.write<char>(0)[0] = 1; }, {}, {src});
   // Three readers per rank of the same version: one message per other rank.

@@ -86,7 +86,7 @@ void run_and_compare(std::uint32_t seed, dd::ContextOptions options = {}) {
   dd::Context ctx(options);
   SCOPED_TRACE("seed " + std::to_string(seed) + " on rank " + std::to_string(ctx.rank()));
   const Program p = make_program(seed, ctx.size());
-  std::vector<dd::Var> vars;
+  std::vector<dd::DistVar> vars;
   std::vector<OracleVar> oracle;
   for (std::size_t v = 0; v < p.words.size(); ++v) {
     vars.push_back(ctx.new_var(p.words[v] * sizeof(std::uint64_t), p.owners[v]));
@@ -95,7 +95,7 @@ void run_and_compare(std::uint32_t seed, dd::ContextOptions options = {}) {
   std::optional<std::string> first_failure;
   for (std::size_t i = 0; i < p.ops.size(); ++i) {
     const OpSpec& op = p.ops[i];
-    std::vector<dd::Var> r, w;
+    std::vector<dd::DistVar> r, w;
     for (int v : op.reads) r.push_back(vars[static_cast<std::size_t>(v)]);
     for (int v : op.writes) w.push_back(vars[static_cast<std::size_t>(v)]);
     ctx.push(

@@ -104,7 +104,7 @@ int run_dist(int argc, char** argv) {
     prof = std::make_shared<Profiler>();
     ctx.set_observer(prof);
   }
-  std::vector<dd::Var> vars;
+  std::vector<dd::DistVar> vars;
   for (std::size_t v = 0; v < owner.size(); ++v)
     vars.push_back(ctx.new_var(static_cast<std::size_t>(bytes), owner[v]));
   ctx.wait_all();
@@ -112,7 +112,7 @@ int run_dist(int argc, char** argv) {
   const auto t0 = std::chrono::steady_clock::now();
   for (std::size_t i = 0; i < program.ops.size(); ++i) {
     const gf::OpSpec& op = program.ops[i];
-    std::vector<dd::Var> r, w;
+    std::vector<dd::DistVar> r, w;
     for (std::size_t v : op.reads) r.push_back(vars[v]);
     for (std::size_t v : op.writes) w.push_back(vars[v]);
     ctx.push(

@@ -6,8 +6,8 @@
 //
 //   namespace dd = depengine::dist;
 //   dd::Context ctx(&argc, &argv);
-//   dd::Var a = ctx.new_var(n * sizeof(double), /*owner=*/0);
-//   dd::Var b = ctx.new_var(n * sizeof(double), /*owner=*/1);
+//   dd::DistVar a = ctx.new_var(n * sizeof(double), /*owner=*/0);
+//   dd::DistVar b = ctx.new_var(n * sizeof(double), /*owner=*/1);
 //   ctx.push([](dd::Args x) { x.write<double>(0)[0] = 1; }, {}, {a}, {.name = "init"});
 //   ctx.push([](dd::Args x) { x.write<double>(0)[0] = 2 * x.read<double>(0)[0]; },
 //            {a}, {b}, {.name = "twice"});          // runs on rank 1; a travels 0 -> 1
@@ -45,19 +45,21 @@ struct ContextState;
 }  // namespace detail
 
 // A distributed var: a buffer of a fixed number of bytes owned by one rank. A cheap handle
-// (an index into its context); copyable. A default-constructed Var is null and rejected.
-class Var {
+// (an index into its context); copyable. A default-constructed DistVar is null and rejected.
+// Named apart from the engine's depengine::Var (as DistVarList and DistPushOptions from
+// VarList and PushOptions), so code that uses both namespaces sees no shadowing.
+class DistVar {
  public:
-  Var() noexcept = default;
+  DistVar() noexcept = default;
   explicit operator bool() const noexcept { return ctx_ != 0; }
   // The index of the var in its context (the same on every rank).
   std::uint64_t id() const noexcept { return id_; }
-  friend bool operator==(const Var&, const Var&) noexcept = default;
+  friend bool operator==(const DistVar&, const DistVar&) noexcept = default;
 
  private:
   friend class Context;
   friend struct detail::ContextState;
-  Var(std::uint64_t ctx, std::uint64_t id) noexcept : ctx_(ctx), id_(id) {}
+  DistVar(std::uint64_t ctx, std::uint64_t id) noexcept : ctx_(ctx), id_(id) {}
   std::uint64_t ctx_ = 0;  // the context's unique number; 0 for null
   std::uint64_t id_ = 0;
 };
@@ -96,9 +98,9 @@ class Args {
   int rank_;
 };
 
-using VarList = std::initializer_list<Var>;
+using DistVarList = std::initializer_list<DistVar>;
 
-struct PushOptions {
+struct DistPushOptions {
   // Shown in errors, profiles and graphs.
   std::string name{};
   // The rank that runs the op; -1: the owner of writes[0] (rank 0 when it writes nothing).
@@ -148,9 +150,9 @@ class Context {
 
   // A var of `bytes` bytes owned by `owner` (0..size()-1), zero-filled on its owner.
   // Every rank must make the same vars in the same order. Throws Error for a bad owner.
-  Var new_var(std::size_t bytes, int owner);
+  DistVar new_var(std::size_t bytes, int owner);
   // The owner of `v`. Throws Error for a null or foreign var.
-  int owner(const Var& v) const;
+  int owner(const DistVar& v) const;
 
   // Pushes `fn(Args)`, to run on the owner of writes[0] (or options.on_rank) once its
   // inputs are there; values held elsewhere are sent there, and results written on a rank
@@ -159,10 +161,10 @@ class Context {
   // compared at every wait_all and get, and each message names the value it carries).
   // Throws Error for a null or foreign var, an on_rank outside 0..size()-1, an empty
   // function, or a context made unusable by diverging ranks.
-  void push(std::function<void(Args)> fn, VarList reads, VarList writes,
-            PushOptions options = {});
-  void push(std::function<void(Args)> fn, const std::vector<Var>& reads,
-            const std::vector<Var>& writes, PushOptions options = {});
+  void push(std::function<void(Args)> fn, DistVarList reads, DistVarList writes,
+            DistPushOptions options = {});
+  void push(std::function<void(Args)> fn, const std::vector<DistVar>& reads,
+            const std::vector<DistVar>& writes, DistPushOptions options = {});
 
   // Collective: returns once every op pushed before it has finished on every rank.
   // Rethrows, on every rank, the first failure (in push order) since the previous wait_all,
@@ -172,7 +174,7 @@ class Context {
 
   // Collective blocker: `v`'s current value, on every rank. Rethrows `v`'s failure on every
   // rank when it holds one.
-  std::vector<std::byte> get(const Var& v);
+  std::vector<std::byte> get(const DistVar& v);
 
   // Observer (GraphRecorder, Profiler, ObserverFanout) on this rank's engine, for the ops
   // pushed after: user ops under their names, transfers as "send v3@2>1" / "recv v3@2<0".
