@@ -17,7 +17,7 @@ starpu=/usr/lib/x86_64-linux-gnu/starpu/mpi/mpi_cholesky
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
 for exe in "$build/examples/mpi/dist_cholesky" "$build/examples/mpi/dist_stencil" \
            "$build/examples/mpi/dist_idle" "$starpu"; do
-  [[ -x $exe ]] || { echo "run.sh: $exe is missing (build the dist examples; scripts/install-deps.sh installs starpu-examples)" >&2; exit 1; }
+  [[ -x $exe ]] || { echo "run.sh: $exe is missing (build the MPI examples, examples/mpi; scripts/install-deps.sh installs starpu-examples)" >&2; exit 1; }
 done
 mpi=(mpirun --oversubscribe)
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
