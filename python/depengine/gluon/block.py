@@ -6,20 +6,27 @@ prefix + 'weight'. save_parameters / load_parameters use structural names instea
 '1.bias'), as MXNet's do, so a file loads into any instance of the same architecture.
 
 Hybridization (MXNet's CachedOp on the engine's record/replay segments). A hybridized block
-records its forward once per (input shapes, train mode) with npx.record and afterwards replays
-that segment with npx.replay: one C++ call that pushes the recorded ops again, their
-dependency edges precomputed, instead of the forward's Python. Each call returns copies of
-the segment's outputs, so an output kept from an earlier call is not overwritten by a later
-replay. Parameters are read by the segment where they live, so in-place updates (Trainer.step)
-are seen by the next replay; a parameter given new storage (set_data, load_parameters,
-reset_ctx) starts a new recording.
+records its forward once per (input shapes, train mode, autograd recording or not) and
+afterwards replays it: one C++ call that pushes the recorded ops again, their dependency
+edges precomputed, instead of the forward's Python. Each call returns copies of the
+segment's outputs, so an output kept from an earlier call is not overwritten by a later
+replay. Parameters are read by the segment where they live, so in-place updates
+(Trainer.step) are seen by the next replay; a parameter given new storage (set_data,
+load_parameters, reset_ctx) or another grad_req starts a new recording.
 
-While autograd records, a hybridized block runs its forward eagerly instead: the autograd tape
-is kept by the C++ frontend per pushed op, and a replayed segment pushes its ops below the
-frontend, so they would have no tape entries and no gradient. Training steps therefore get the
-same gradients as without hybridize(); inference (and any forward outside autograd.record())
-replays. A block whose parameters are not all initialized yet (deferred shapes) also runs
-eagerly once, so that initialization is never recorded into a segment.
+Outside autograd.record() the forward is an npx.record segment replayed with npx.replay.
+Under autograd.record() it is an npx.CachedOp (depengine/cached_op.h): recorded once with
+the tape on, it keeps the segment and the tape nodes the forward made (their gradient
+functions and saved arrays, which are the segment's arrays); each replay appends one tape
+node whose gradient pushes those nodes' gradient ops again in the walk's order, so
+loss.backward() gives the same bits as the eager forward (grad_req write/add/null,
+retain_graph, Dropout's Philox masks, BatchNorm's running statistics included). A replay
+overwrites the arrays the previous call's gradient reads, so while that gradient is not
+pushed yet (a second call of the block in one recorded step, or a graph kept with
+retain_graph) the call goes to another CachedOp recorded for the same key: a pool per key,
+as many as the calls one step makes. A block whose parameters are not all initialized yet
+(deferred shapes) runs eagerly once, so that initialization is never recorded into a
+segment. hybrid_stats() counts recordings and replays.
 """
 import re
 import threading
@@ -320,12 +327,18 @@ class HybridBlock(Block):
         super().__init__(prefix, params)
         self._active = False
         self._cached = {}
+        self._cached_ops = {}
+        self._records = 0
+        self._replays = 0
 
     def hybridize(self, active=True, **kwargs):
         """Turns recording and replaying of the forward on (or off with active=False);
         MXNet's static_alloc / static_shape are accepted (a segment is both already)."""
         self._active = active
         self._cached = {}
+        self._cached_ops = {}
+        self._records = 0
+        self._replays = 0
         super().hybridize(active, **kwargs)
 
     def forward(self, x, *args):
@@ -335,14 +348,23 @@ class HybridBlock(Block):
     def hybrid_forward(self, F, x, *args, **kwargs):
         raise NotImplementedError(f"{type(self).__name__} must define forward or hybrid_forward")
 
+    def hybrid_stats(self):
+        """{'records': forwards recorded, 'replays': forwards replayed} since hybridize()
+        (this block's own calls; a child called inside a recording runs eagerly)."""
+        replays = self._replays + sum(op.replays for pool in self._cached_ops.values()
+                                      for op, _ in pool)
+        return {"records": self._records, "replays": replays}
+
     def __call__(self, *args):
-        if not self._active or _tracing() or autograd.is_recording():
+        if not self._active or _tracing():
             return super().__call__(*args)
         if not all(isinstance(a, np.ndarray) for a in args):
             return super().__call__(*args)
         params = list(self.collect_params().values())
         if any(p._data is None for p in params):
             return super().__call__(*args)
+        if autograd.is_recording():
+            return self._call_cached_op(args, params)
         key = (tuple(a.shape for a in args), autograd.is_training(),
                tuple(id(p._data) for p in params))
         entry = self._cached.get(key)
@@ -351,6 +373,7 @@ class HybridBlock(Block):
             self._cached[key] = entry
         else:
             npx.replay(entry.segment, list(args))
+            self._replays += 1
         return _copy_out(entry.outputs)
 
     def _record(self, args, params):
@@ -365,5 +388,60 @@ class HybridBlock(Block):
             segment = npx.record(run, inputs=inputs)
         finally:
             _trace_state.depth -= 1
+        self._records += 1
         return _Cached(segment, inputs, box["out"], [p._data for p in params])
 
+    def _call_cached_op(self, args, params):
+        arrays = [p._data for p in params]
+        with_grad = [npx._has_history(a) for a in args]
+        key = (tuple(a.shape for a in args), autograd.is_training(), tuple(with_grad),
+               tuple(id(d) for d in arrays), tuple(p.grad_req for p in params))
+        pool = self._cached_ops.setdefault(key, [])
+        for op, tree in pool:
+            if not op.busy:
+                break
+        else:
+            op, tree = self._record_cached_op(args, arrays, with_grad)
+            pool.append((op, tree))
+        return _unflatten(tree, op(list(args), arrays))
+
+    def _record_cached_op(self, args, arrays, with_grad):
+        inputs = [a.detach().copy() for a in args]
+        box = {}
+
+        def run(*marked):
+            flat = []
+            box["tree"] = _flatten(Block.__call__(self, *marked), flat, self.name)
+            return flat
+
+        _trace_state.depth = getattr(_trace_state, "depth", 0) + 1
+        try:
+            op = npx.CachedOp.record(self.name, run, inputs, with_grad, arrays)
+        finally:
+            _trace_state.depth -= 1
+        self._records += 1
+        return op, box["tree"]
+
+
+def _flatten(out, flat, name):
+    """Appends the arrays of a forward's result (an ndarray or nested tuples/lists of them)
+    to `flat`; returns its structure for _unflatten."""
+    if isinstance(out, np.ndarray):
+        flat.append(out)
+        return None
+    if isinstance(out, (tuple, list)):
+        return (type(out), [_flatten(o, flat, name) for o in out])
+    raise TypeError(f"{name}: a hybridized forward must return ndarrays (or tuples/lists of "
+                    f"them) while autograd records, got {type(out).__name__}")
+
+
+def _unflatten(tree, flat):
+    it = iter(flat)
+
+    def build(t):
+        if t is None:
+            return next(it)
+        kind, items = t
+        return kind(build(i) for i in items)
+
+    return build(tree)
