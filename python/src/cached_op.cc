@@ -15,8 +15,12 @@ namespace depengine::python {
 namespace {
 
 std::vector<NDArray> array_list(nb::handle seq, const char* fn, const char* what) {
+  if (!nb::isinstance<nb::list>(seq) && !nb::isinstance<nb::tuple>(seq)) {
+    throw nb::type_error((std::string(fn) + ": " + what + " must be a list of ndarrays, got " +
+                          Py_TYPE(seq.ptr())->tp_name).c_str());
+  }
   std::vector<NDArray> out;
-  for (nb::handle h : nb::borrow<nb::sequence>(seq)) {
+  for (nb::handle h : seq) {
     if (!nb::isinstance<NDArray>(h)) {
       throw nb::type_error((std::string(fn) + ": " + what + " must be ndarrays, got " +
                             Py_TYPE(h.ptr())->tp_name).c_str());
@@ -54,10 +58,8 @@ nd::CachedOp record(const std::string& name, nb::handle fn, nb::handle inputs,
 std::vector<NDArray> call(nd::CachedOp& op, nb::handle inputs, nb::handle params) {
   const std::vector<NDArray> in = array_list(inputs, "CachedOp", "inputs");
   const std::vector<NDArray> ps = array_list(params, "CachedOp", "params");
-  const Engine& e = current_engine();
-  check_not_exiting();
-  wait_for_place(e);
-  return maybe_released(push_may_block(e), [&] { return op(in, ps); });
+  // A wrong count or shape (found before anything is pushed) is a ValueError.
+  return frontend_call(current_engine(), [&] { return op(in, ps); });
 }
 
 }  // namespace

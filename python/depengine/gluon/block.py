@@ -392,7 +392,7 @@ class HybridBlock(Block):
         return _Cached(segment, inputs, box["out"], [p._data for p in params])
 
     def _call_cached_op(self, args, params):
-        arrays = [p._data for p in params]
+        arrays = [p.data() for p in params]  # data(): marks their gradients fresh (Trainer)
         with_grad = [npx._has_history(a) for a in args]
         key = (tuple(a.shape for a in args), autograd.is_training(), tuple(with_grad),
                tuple(id(d) for d in arrays), tuple(p.grad_req for p in params))
@@ -436,12 +436,14 @@ def _flatten(out, flat, name):
 
 
 def _unflatten(tree, flat):
-    it = iter(flat)
+    """The forward's result rebuilt from its structure and its arrays. (No recursive closure:
+    its reference cycle would keep the outputs, hence the call's tape node, alive until a
+    garbage collection, and the CachedOp busy.)"""
+    return _build(tree, iter(flat))
 
-    def build(t):
-        if t is None:
-            return next(it)
-        kind, items = t
-        return kind(build(i) for i in items)
 
-    return build(tree)
+def _build(tree, it):
+    if tree is None:
+        return next(it)
+    kind, items = tree
+    return kind(_build(t, it) for t in items)
