@@ -4,6 +4,7 @@
 // gradient for an input; the errors.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,7 +35,7 @@ Net make_net(autograd::GradReq req) {
 // relu(x·w1 + b1) with dropout, then ·w2: broadcasting (b1), a random op, two uses of h.
 std::vector<NDArray> forward(const NDArray& x, const Net& n) {
   const NDArray h = nd::dropout(nd::relu(nd::dot(x, n.w1) + n.b1), 0.3f);
-  return {nd::dot(h, n.w2) + nd::sum(h * h)};
+  return {nd::dot(h, n.w2) + nd::mean(h * h)};
 }
 
 NDArray batch(int step) {
@@ -70,7 +71,7 @@ Result train(Engine& e, bool cached, autograd::GradReq req, int steps) {
         }
         y = op({x}, {n.w1, n.b1, n.w2});
       }
-      loss = nd::sum(nd::square(y[0]));
+      loss = nd::mean(nd::square(y[0]));
     }
     loss.backward();
     for (NDArray* w : {&n.w1, &n.b1, &n.w2}) nd::sgd_update(*w, w->grad(), 0.01f);
@@ -104,6 +105,7 @@ TEST_P(CachedOpTraining, SameBitsAsEagerAfterSteps) {
     EXPECT_EQ(cached.replays, 4u);
     ASSERT_EQ(eager.params.size(), cached.params.size());
     for (std::size_t i = 0; i < eager.params.size(); ++i) {
+      for (float v : eager.params[i]) ASSERT_TRUE(std::isfinite(v));  // NaN != NaN
       // Bitwise: the same float values, not merely close ones.
       EXPECT_EQ(eager.params[i], cached.params[i]) << "parameter " << i;
       EXPECT_EQ(eager.grads[i], cached.grads[i]) << "gradient " << i;
@@ -114,8 +116,8 @@ TEST_P(CachedOpTraining, SameBitsAsEagerAfterSteps) {
 INSTANTIATE_TEST_SUITE_P(Engines, CachedOpTraining,
                          ::testing::Values(EngineKind{"naive", 0}, EngineKind{"threaded", 1},
                                            EngineKind{"threaded", 2}, EngineKind{"threaded", 4}),
-                         [](const auto& info) {
-                           return std::string(info.param.type) + std::to_string(info.param.workers);
+                         [](const auto& param) {
+                           return std::string(param.param.type) + std::to_string(param.param.workers);
                          });
 
 TEST(CachedOp, InputGradientAndResidualUseMatchEager) {
