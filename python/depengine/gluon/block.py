@@ -326,6 +326,7 @@ class HybridBlock(Block):
     def __init__(self, prefix=None, params=None):
         super().__init__(prefix, params)
         self._active = False
+        self._param_list = None
         self._cached = {}
         self._cached_ops = {}
         self._records = 0
@@ -335,6 +336,7 @@ class HybridBlock(Block):
         """Turns recording and replaying of the forward on (or off with active=False);
         MXNet's static_alloc / static_shape are accepted (a segment is both already)."""
         self._active = active
+        self._param_list = None
         self._cached = {}
         self._cached_ops = {}
         self._records = 0
@@ -348,6 +350,18 @@ class HybridBlock(Block):
     def hybrid_forward(self, F, x, *args, **kwargs):
         raise NotImplementedError(f"{type(self).__name__} must define forward or hybrid_forward")
 
+    def register_child(self, block, name=None):
+        super().register_child(block, name)
+        self._param_list = None
+
+    def _hybrid_params(self):
+        """collect_params() of a hybridized block, kept between calls (it walks every child):
+        a block whose children change below a direct child is hybridize()d again, as in
+        MXNet."""
+        if self._param_list is None:
+            self._param_list = list(self.collect_params().values())
+        return self._param_list
+
     def hybrid_stats(self):
         """{'records': forwards recorded, 'replays': forwards replayed} since hybridize()
         (this block's own calls; a child called inside a recording runs eagerly)."""
@@ -360,7 +374,7 @@ class HybridBlock(Block):
             return super().__call__(*args)
         if not all(isinstance(a, np.ndarray) for a in args):
             return super().__call__(*args)
-        params = list(self.collect_params().values())
+        params = self._hybrid_params()
         if any(p._data is None for p in params):
             return super().__call__(*args)
         if autograd.is_recording():
