@@ -251,3 +251,36 @@ def test_cached_op_errors():
                                         "got int"):
         with autograd.record():
             npx.CachedOp.record("blk", lambda a: 3, [x.copy()], [False], [w])
+
+
+class TwoHeads(gluon.HybridBlock):
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        with self.name_scope():
+            self.a = nn.Dense(3, in_units=10)
+            self.b = nn.Dense(2, in_units=10, activation="tanh")
+
+    def forward(self, x):
+        return self.a(x), [self.b(x)]
+
+
+def test_an_output_without_gradient_leaves_its_parameters_gradients_as_eager():
+    # Step 2 uses only the first output: eager pushes no gradient for b's nodes, so b's
+    # gradient buffers keep step 1's values (they are not overwritten with zeros).
+    runs = []
+    for hybrid in (False, True):
+        npx.seed(6)
+        net = TwoHeads()
+        net.initialize()
+        if hybrid:
+            net.hybridize()
+        x = np.array(BATCHES[0])
+        for both in (True, False):
+            with autograd.record():
+                first, (second,) = net(x)
+                l = first.sum() + second.sum() if both else first.sum()
+            l.backward()
+        runs.append([p.grad().asnumpy() for p in net.collect_params().values()])
+    assert_same_bits(*runs)
+    assert numpy.any(runs[1][-1] != 0)
+    assert net.hybrid_stats() == {"records": 1, "replays": 1}
