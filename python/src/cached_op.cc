@@ -82,6 +82,9 @@ void bind_cached_op(nb::module_& npx) {
       .def_prop_ro("replays", &nd::CachedOp::replays, "Calls that replayed the segment.")
       .def_prop_ro("plan_size", &nd::CachedOp::plan_size,
                    "The forward's tape nodes the gradient plan holds.");
+  npx.def("_in_record_region", &in_record_region,
+          "Whether this thread is inside an npx.record / Engine.record region (where a "
+          "hybridized block runs eagerly: its ops are recorded into that region).");
   npx.def("_has_history", &autograd::has_history,
           "Whether an array has an autograd history (a variable or a recorded output).");
 }

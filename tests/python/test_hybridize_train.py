@@ -284,3 +284,27 @@ def test_an_output_without_gradient_leaves_its_parameters_gradients_as_eager():
     assert_same_bits(*runs)
     assert numpy.any(runs[1][-1] != 0)
     assert net.hybrid_stats() == {"records": 1, "replays": 1}
+
+
+def test_inside_a_user_recorded_region_the_block_runs_eagerly():
+    # npx.record of a step that calls a hybridized block: the block's own segment would
+    # nest in the user's, which records refuse ("records do not nest") — failed before.
+    npx.seed(8)
+    net = nn.HybridSequential()
+    net.add(nn.Dense(6, activation="relu"), nn.Dense(2))
+    net.initialize()
+    x = np.array(BATCHES[0])
+    want = net(x).asnumpy()
+    net.hybridize()
+    out = {}
+
+    def step():
+        out["predict"] = net(x)
+        with autograd.record():
+            out["train"] = net(x)
+
+    seg = npx.record(step)
+    npx.replay(seg)
+    numpy.testing.assert_array_equal(out["predict"].asnumpy(), want)
+    numpy.testing.assert_array_equal(out["train"].asnumpy(), want)
+    assert net.hybrid_stats() == {"records": 0, "replays": 0}

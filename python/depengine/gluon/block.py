@@ -26,7 +26,8 @@ pushed yet (a second call of the block in one recorded step, or a graph kept wit
 retain_graph) the call goes to another CachedOp recorded for the same key: a pool per key,
 as many as the calls one step makes. A block whose parameters are not all initialized yet
 (deferred shapes) runs eagerly once, so that initialization is never recorded into a
-segment. hybrid_stats() counts recordings and replays.
+segment, and inside a region the user records (npx.record, Engine.record) the block runs
+eagerly, its ops recorded into that region. hybrid_stats() counts recordings and replays.
 """
 import re
 import threading
@@ -370,7 +371,9 @@ class HybridBlock(Block):
         return {"records": self._records, "replays": replays}
 
     def __call__(self, *args):
-        if not self._active or _tracing():
+        # Inside a region recorded by the user (npx.record, Engine.record) the forward's ops
+        # go into that region: a segment of the block's own would nest, which records refuse.
+        if not self._active or _tracing() or npx._in_record_region():
             return super().__call__(*args)
         if not all(isinstance(a, np.ndarray) for a in args):
             return super().__call__(*args)
