@@ -308,3 +308,33 @@ def test_inside_a_user_recorded_region_the_block_runs_eagerly():
     numpy.testing.assert_array_equal(out["predict"].asnumpy(), want)
     numpy.testing.assert_array_equal(out["train"].asnumpy(), want)
     assert net.hybrid_stats() == {"records": 0, "replays": 0}
+
+
+def test_a_garbage_collection_during_the_recording_deletes_nothing_inside_it():
+    # Unreachable blocks (a block and its name scope form a cycle) hold arrays; a cyclic
+    # collection inside the recording freed them there, and a delete_var inside a recorded
+    # region is refused ("delete_var inside a recorded region cannot be replayed").
+    import gc
+
+    class Collecting(gluon.HybridBlock):
+        def forward(self, x):
+            for _ in range(20 * gc.get_threshold()[0]):  # enough allocations for a collection
+                cycle = []
+                cycle.append(cycle)
+            return x * 2.0
+
+    for _ in range(3):
+        garbage = nn.Dense(4, in_units=3)
+        garbage.initialize()
+        del garbage
+    net = Collecting()
+    net.hybridize()
+    x = np.ones((2, 3))
+    x.attach_grad()
+    for _ in range(2):
+        with autograd.record():
+            y = net(x).sum()
+        y.backward()
+        numpy.testing.assert_array_equal(net(x).asnumpy(), numpy.full((2, 3), 2.0))
+    numpy.testing.assert_array_equal(x.grad.asnumpy(), numpy.full((2, 3), 2.0))
+    assert net.hybrid_stats() == {"records": 2, "replays": 2}

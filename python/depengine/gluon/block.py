@@ -29,6 +29,8 @@ as many as the calls one step makes. A block whose parameters are not all initia
 segment, and inside a region the user records (npx.record, Engine.record) the block runs
 eagerly, its ops recorded into that region. hybrid_stats() counts recordings and replays.
 """
+import contextlib
+import gc
 import re
 import threading
 import types
@@ -296,6 +298,23 @@ class Block:
 _trace_state = threading.local()
 
 
+@contextlib.contextmanager
+def _tracing_scope():
+    """Marks this thread as recording a hybridized forward (its hybridized children run
+    eagerly into the recording), with Python's cyclic garbage collector paused: a collection
+    inside the recording would free arrays of unreachable blocks (a block and its name scope
+    form a cycle), and a delete_var inside a recorded region is refused."""
+    enabled = gc.isenabled()
+    gc.disable()
+    _trace_state.depth = getattr(_trace_state, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _trace_state.depth -= 1
+        if enabled:
+            gc.enable()
+
+
 def _tracing():
     return getattr(_trace_state, "depth", 0) > 0
 
@@ -400,11 +419,8 @@ class HybridBlock(Block):
         def run():
             box["out"] = Block.__call__(self, *inputs)
 
-        _trace_state.depth = getattr(_trace_state, "depth", 0) + 1
-        try:
+        with _tracing_scope():
             segment = npx.record(run, inputs=inputs)
-        finally:
-            _trace_state.depth -= 1
         self._records += 1
         return _Cached(segment, inputs, box["out"], [p._data for p in params])
 
@@ -431,11 +447,8 @@ class HybridBlock(Block):
             box["tree"] = _flatten(Block.__call__(self, *marked), flat, self.name)
             return flat
 
-        _trace_state.depth = getattr(_trace_state, "depth", 0) + 1
-        try:
+        with _tracing_scope():
             op = npx.CachedOp.record(self.name, run, inputs, with_grad, arrays)
-        finally:
-            _trace_state.depth -= 1
         self._records += 1
         return op, box["tree"]
 
