@@ -129,42 +129,14 @@ Grads walk(const char* fn, const std::vector<NDArray>& heads,
   }
   for (detail::Node* n : order) {
     if (n->variable) continue;
-    std::vector<NDArray> dy = grads[n];
-    dy.resize(n->output_shapes.size());
-    bool any = false;
-    for (std::size_t o = 0; o < dy.size(); ++o) {
-      if (dy[o].defined()) {
-        any = true;
-      } else {
-        dy[o] = detail::zeros(*n->engine, n->output_shapes[o], n->device);
-      }
-    }
-    if (any) {
-      std::vector<NDArray> dx = n->backward(n->saved, dy);
-      if (dx.size() != n->inputs.size()) {
-        throw Error(std::string(fn) + ": the gradient of " + node_name(*n) + " gave " +
-                    std::to_string(dx.size()) + " arrays for " +
-                    std::to_string(n->inputs.size()) + " inputs");
-      }
-      for (std::size_t i = 0; i < dx.size(); ++i) {
-        const detail::Edge& e = n->inputs[i];
-        if (!e.node || !dx[i].defined()) continue;
-        if (dx[i].shape() != n->input_shapes[i]) {
-          // A gradient of the shape the input was broadcast to is summed down to it.
-          const std::optional<Shape> b =
-              depengine::detail::broadcast_shape(dx[i].shape(), n->input_shapes[i]);
-          if (b && *b == dx[i].shape()) dx[i] = detail::sum_to(dx[i], n->input_shapes[i]);
-        }
-        if (dx[i].shape() != n->input_shapes[i]) {
-          throw Error(std::string(fn) + ": the gradient of " + node_name(*n) + " for input " +
-                      std::to_string(i) + " has shape " + shape_str(dx[i].shape()) +
-                      ", the input " + shape_str(n->input_shapes[i]));
-        }
-        std::vector<NDArray>& slots = grads[e.node.get()];
-        slots.resize(e.node->variable ? 1 : e.node->output_shapes.size());
-        accumulate(slots[e.output], dx[i]);
-      }
-    }
+    detail::push_gradient(
+        fn, *n, n->saved, grads[n], [&](std::size_t i) { return n->inputs[i].node != nullptr; },
+        [&](std::size_t i, const NDArray& g) {
+          const detail::Edge& e = n->inputs[i];
+          std::vector<NDArray>& slots = grads[e.node.get()];
+          slots.resize(e.node->variable ? 1 : e.node->output_shapes.size());
+          accumulate(slots[e.output], g);
+        });
     if (!retain_graph) {
       n->freed = true;
       n->saved.clear();
@@ -194,6 +166,8 @@ PauseScope::~PauseScope() {
   set_recording(was_recording_);
   set_training(was_training_);
 }
+
+bool has_history(const NDArray& a) noexcept { return ArrayInternals::node(a) != nullptr; }
 
 void mark_variable(NDArray& x, GradReq req) {
   depengine::detail::require(x, "attach_grad");
@@ -274,6 +248,53 @@ std::vector<NDArray> grad(const std::vector<NDArray>& heads, const std::vector<N
 }
 
 namespace detail {
+
+std::shared_ptr<Node> make_node(std::string name) {
+  auto n = std::make_shared<Node>();
+  n->seq = g_seq.fetch_add(1, std::memory_order_relaxed);
+  n->name = std::move(name);
+  return n;
+}
+
+std::uint64_t next_seq() noexcept { return g_seq.load(std::memory_order_relaxed); }
+
+void accumulate(NDArray& slot, const NDArray& g) { autograd::accumulate(slot, g); }
+
+void push_gradient(const char* fn, const Node& n, const Saved& saved, std::vector<NDArray> dy,
+                   const std::function<bool(std::size_t)>& wants,
+                   const std::function<void(std::size_t, const NDArray&)>& deliver) {
+  dy.resize(n.output_shapes.size());
+  bool any = false;
+  for (std::size_t o = 0; o < dy.size(); ++o) {
+    if (dy[o].defined()) {
+      any = true;
+    } else if (!n.sparse_dy) {
+      dy[o] = zeros(*n.engine, n.output_shapes[o], n.device);
+    }
+  }
+  if (!any) return;
+  std::vector<NDArray> dx = n.backward(saved, dy);
+  if (dx.size() != n.input_shapes.size()) {
+    throw Error(std::string(fn) + ": the gradient of " + node_name(n) + " gave " +
+                std::to_string(dx.size()) + " arrays for " +
+                std::to_string(n.input_shapes.size()) + " inputs");
+  }
+  for (std::size_t i = 0; i < dx.size(); ++i) {
+    if (!wants(i) || !dx[i].defined()) continue;
+    if (dx[i].shape() != n.input_shapes[i]) {
+      // A gradient of the shape the input was broadcast to is summed down to it.
+      const std::optional<Shape> b =
+          depengine::detail::broadcast_shape(dx[i].shape(), n.input_shapes[i]);
+      if (b && *b == dx[i].shape()) dx[i] = sum_to(dx[i], n.input_shapes[i]);
+    }
+    if (dx[i].shape() != n.input_shapes[i]) {
+      throw Error(std::string(fn) + ": the gradient of " + node_name(n) + " for input " +
+                  std::to_string(i) + " has shape " + shape_str(dx[i].shape()) +
+                  ", the input " + shape_str(n.input_shapes[i]));
+    }
+    deliver(i, dx[i]);
+  }
+}
 
 Node::~Node() {
   // Unlink the inputs into a local list and release them one at a time, so that dropping the

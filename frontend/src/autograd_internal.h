@@ -64,7 +64,26 @@ struct Node {
   std::vector<std::uint64_t> saved_versions;
   BackwardFn backward;
   bool freed = false;  // a backward without retain_graph dropped saved and backward
+  // The backward gets a null array (not zeros) for an output no gradient reached: a cached
+  // op (cached_op.h) passes them on to its own nodes, which then skip as the walk would.
+  bool sparse_dy = false;
 };
+
+// A new node named `name` with the next sequence number (the order of recording).
+std::shared_ptr<Node> make_node(std::string name);
+// The sequence number the next node will get: every node recorded from now on has one at
+// least as large.
+std::uint64_t next_seq() noexcept;
+// slot += g as the walk sums the gradients that meet at one array (slot = g when null).
+void accumulate(NDArray& slot, const NDArray& g);
+// The walk's step for one node: pushes n.backward(saved, dy) when any of `dy` (one per
+// output; null where no gradient reached) is defined, the others made zeros (unless
+// n.sparse_dy); hands the gradient of each input i for which wants(i), summed down to the
+// input's shape, to deliver(i, g). Throws Error (prefixed `fn`) for a gradient of a wrong
+// count or shape.
+void push_gradient(const char* fn, const Node& n, const Saved& saved, std::vector<NDArray> dy,
+                   const std::function<bool(std::size_t)>& wants,
+                   const std::function<void(std::size_t, const NDArray&)>& deliver);
 
 // True when this thread records and one of `inputs` (null arrays allowed) has a history.
 bool should_record(std::initializer_list<const NDArray*> inputs) noexcept;

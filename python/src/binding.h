@@ -29,6 +29,8 @@ NDArray getitem(const NDArray& a, nb::handle key);
 void setitem(NDArray& a, nb::handle key, nb::handle value);
 // npx.record / npx.replay / npx.Segment (engine.cc).
 void bind_array_segments(nb::module_& npx);
+// npx.CachedOp: the forward a hybridized block records and replays under autograd.
+void bind_cached_op(nb::module_& npx);
 // npx.convolution, pooling, softmax, log_softmax, batch_norm (np_nn.cc).
 void bind_np_nn(nb::module_& npx);
 // _depengine._optim: the fused optimizer updates (optim.cc).

@@ -46,6 +46,7 @@ NB_MODULE(_depengine, m) {
   bind_np(np, npx);
   bind_np_more(np, npx);
   bind_array_segments(npx);
+  bind_cached_op(npx);
   bind_np_nn(npx);
   bind_optim(m);
   bind_gluon_ops(m);

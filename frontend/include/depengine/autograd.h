@@ -72,6 +72,9 @@ class PauseScope {
   bool was_recording_, was_training_;
 };
 
+// Whether `a` has a history: it is a variable, or the output of an op recorded from one.
+bool has_history(const NDArray& a) noexcept;
+
 // Makes `x` a variable: its gradient buffer is a new array of zeros of its shape on its
 // device (x.grad()), and ops on it are taped while recording. Again on the same array, a new
 // buffer and a fresh history. GradReq::null removes both. The same as x.attach_grad(req).

@@ -6,21 +6,31 @@ prefix + 'weight'. save_parameters / load_parameters use structural names instea
 '1.bias'), as MXNet's do, so a file loads into any instance of the same architecture.
 
 Hybridization (MXNet's CachedOp on the engine's record/replay segments). A hybridized block
-records its forward once per (input shapes, train mode) with npx.record and afterwards replays
-that segment with npx.replay: one C++ call that pushes the recorded ops again, their
-dependency edges precomputed, instead of the forward's Python. Each call returns copies of
-the segment's outputs, so an output kept from an earlier call is not overwritten by a later
-replay. Parameters are read by the segment where they live, so in-place updates (Trainer.step)
-are seen by the next replay; a parameter given new storage (set_data, load_parameters,
-reset_ctx) starts a new recording.
+records its forward once per (input shapes, train mode, autograd recording or not) and
+afterwards replays it: one C++ call that pushes the recorded ops again, their dependency
+edges precomputed, instead of the forward's Python. Each call returns copies of the
+segment's outputs, so an output kept from an earlier call is not overwritten by a later
+replay. Parameters are read by the segment where they live, so in-place updates
+(Trainer.step) are seen by the next replay; a parameter given new storage (set_data,
+load_parameters, reset_ctx) or another grad_req starts a new recording.
 
-While autograd records, a hybridized block runs its forward eagerly instead: the autograd tape
-is kept by the C++ frontend per pushed op, and a replayed segment pushes its ops below the
-frontend, so they would have no tape entries and no gradient. Training steps therefore get the
-same gradients as without hybridize(); inference (and any forward outside autograd.record())
-replays. A block whose parameters are not all initialized yet (deferred shapes) also runs
-eagerly once, so that initialization is never recorded into a segment.
+Outside autograd.record() the forward is an npx.record segment replayed with npx.replay.
+Under autograd.record() it is an npx.CachedOp (depengine/cached_op.h): recorded once with
+the tape on, it keeps the segment and the tape nodes the forward made (their gradient
+functions and saved arrays, which are the segment's arrays); each replay appends one tape
+node whose gradient pushes those nodes' gradient ops again in the walk's order, so
+loss.backward() gives the same bits as the eager forward (grad_req write/add/null,
+retain_graph, Dropout's Philox masks, BatchNorm's running statistics included). A replay
+overwrites the arrays the previous call's gradient reads, so while that gradient is not
+pushed yet (a second call of the block in one recorded step, or a graph kept with
+retain_graph) the call goes to another CachedOp recorded for the same key: a pool per key,
+as many as the calls one step makes. A block whose parameters are not all initialized yet
+(deferred shapes) runs eagerly once, so that initialization is never recorded into a
+segment, and inside a region the user records (npx.record, Engine.record) the block runs
+eagerly, its ops recorded into that region. hybrid_stats() counts recordings and replays.
 """
+import contextlib
+import gc
 import re
 import threading
 import types
@@ -288,6 +298,23 @@ class Block:
 _trace_state = threading.local()
 
 
+@contextlib.contextmanager
+def _tracing_scope():
+    """Marks this thread as recording a hybridized forward (its hybridized children run
+    eagerly into the recording), with Python's cyclic garbage collector paused: a collection
+    inside the recording would free arrays of unreachable blocks (a block and its name scope
+    form a cycle), and a delete_var inside a recorded region is refused."""
+    enabled = gc.isenabled()
+    gc.disable()
+    _trace_state.depth = getattr(_trace_state, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _trace_state.depth -= 1
+        if enabled:
+            gc.enable()
+
+
 def _tracing():
     return getattr(_trace_state, "depth", 0) > 0
 
@@ -319,13 +346,21 @@ class HybridBlock(Block):
     def __init__(self, prefix=None, params=None):
         super().__init__(prefix, params)
         self._active = False
+        self._param_list = None
         self._cached = {}
+        self._cached_ops = {}
+        self._records = 0
+        self._replays = 0
 
     def hybridize(self, active=True, **kwargs):
         """Turns recording and replaying of the forward on (or off with active=False);
         MXNet's static_alloc / static_shape are accepted (a segment is both already)."""
         self._active = active
+        self._param_list = None
         self._cached = {}
+        self._cached_ops = {}
+        self._records = 0
+        self._replays = 0
         super().hybridize(active, **kwargs)
 
     def forward(self, x, *args):
@@ -335,14 +370,37 @@ class HybridBlock(Block):
     def hybrid_forward(self, F, x, *args, **kwargs):
         raise NotImplementedError(f"{type(self).__name__} must define forward or hybrid_forward")
 
+    def register_child(self, block, name=None):
+        super().register_child(block, name)
+        self._param_list = None
+
+    def _hybrid_params(self):
+        """collect_params() of a hybridized block, kept between calls (it walks every child):
+        a block whose children change below a direct child is hybridize()d again, as in
+        MXNet."""
+        if self._param_list is None:
+            self._param_list = list(self.collect_params().values())
+        return self._param_list
+
+    def hybrid_stats(self):
+        """{'records': forwards recorded, 'replays': forwards replayed} since hybridize()
+        (this block's own calls; a child called inside a recording runs eagerly)."""
+        replays = self._replays + sum(op.replays for pool in self._cached_ops.values()
+                                      for op, _ in pool)
+        return {"records": self._records, "replays": replays}
+
     def __call__(self, *args):
-        if not self._active or _tracing() or autograd.is_recording():
+        # Inside a region recorded by the user (npx.record, Engine.record) the forward's ops
+        # go into that region: a segment of the block's own would nest, which records refuse.
+        if not self._active or _tracing() or npx._in_record_region():
             return super().__call__(*args)
         if not all(isinstance(a, np.ndarray) for a in args):
             return super().__call__(*args)
-        params = list(self.collect_params().values())
+        params = self._hybrid_params()
         if any(p._data is None for p in params):
             return super().__call__(*args)
+        if autograd.is_recording():
+            return self._call_cached_op(args, params)
         key = (tuple(a.shape for a in args), autograd.is_training(),
                tuple(id(p._data) for p in params))
         entry = self._cached.get(key)
@@ -351,6 +409,7 @@ class HybridBlock(Block):
             self._cached[key] = entry
         else:
             npx.replay(entry.segment, list(args))
+            self._replays += 1
         return _copy_out(entry.outputs)
 
     def _record(self, args, params):
@@ -360,10 +419,61 @@ class HybridBlock(Block):
         def run():
             box["out"] = Block.__call__(self, *inputs)
 
-        _trace_state.depth = getattr(_trace_state, "depth", 0) + 1
-        try:
+        with _tracing_scope():
             segment = npx.record(run, inputs=inputs)
-        finally:
-            _trace_state.depth -= 1
+        self._records += 1
         return _Cached(segment, inputs, box["out"], [p._data for p in params])
 
+    def _call_cached_op(self, args, params):
+        arrays = [p.data() for p in params]  # data(): marks their gradients fresh (Trainer)
+        with_grad = [npx._has_history(a) for a in args]
+        key = (tuple(a.shape for a in args), autograd.is_training(), tuple(with_grad),
+               tuple(id(d) for d in arrays), tuple(p.grad_req for p in params))
+        pool = self._cached_ops.setdefault(key, [])
+        for op, tree in pool:
+            if not op.busy:
+                break
+        else:
+            op, tree = self._record_cached_op(args, arrays, with_grad)
+            pool.append((op, tree))
+        return _unflatten(tree, op(list(args), arrays))
+
+    def _record_cached_op(self, args, arrays, with_grad):
+        inputs = [a.detach().copy() for a in args]
+        box = {}
+
+        def run(*marked):
+            flat = []
+            box["tree"] = _flatten(Block.__call__(self, *marked), flat, self.name)
+            return flat
+
+        with _tracing_scope():
+            op = npx.CachedOp.record(self.name, run, inputs, with_grad, arrays)
+        self._records += 1
+        return op, box["tree"]
+
+
+def _flatten(out, flat, name):
+    """Appends the arrays of a forward's result (an ndarray or nested tuples/lists of them)
+    to `flat`; returns its structure for _unflatten."""
+    if isinstance(out, np.ndarray):
+        flat.append(out)
+        return None
+    if isinstance(out, (tuple, list)):
+        return (type(out), [_flatten(o, flat, name) for o in out])
+    raise TypeError(f"{name}: a hybridized forward must return ndarrays (or tuples/lists of "
+                    f"them) while autograd records, got {type(out).__name__}")
+
+
+def _unflatten(tree, flat):
+    """The forward's result rebuilt from its structure and its arrays. (No recursive closure:
+    its reference cycle would keep the outputs, hence the call's tape node, alive until a
+    garbage collection, and the CachedOp busy.)"""
+    return _build(tree, iter(flat))
+
+
+def _build(tree, it):
+    if tree is None:
+        return next(it)
+    kind, items = tree
+    return kind(_build(t, it) for t in items)
