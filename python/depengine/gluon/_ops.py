@@ -6,7 +6,8 @@ from the CNN work, for the last axis of a 2-d array; npx.dropout once it lands),
 below calls it by name for the cases it covers and composes the rest. Gluon code calls only
 these names, never the composites directly.
 """
-import numpy as _numpy
+import math as _math
+
 
 from .. import np, npx
 from .._depengine import _gluon
@@ -20,14 +21,9 @@ def _on_cpu(*arrays):
     return all(a is None or a.ctx.device_type == "cpu" for a in arrays)
 
 
-def dense(x, weight, bias, relu=False):
-    """relu?(x (n, in) · weight (units, in)ᵀ + bias (units,)): MXNet's FullyConnected. On the
-    CPU one fused op (and one tape entry); elsewhere composed of np ops."""
-    if _on_cpu(x, weight, bias):
-        return _gluon.fully_connected(x, weight, bias, relu)
-    out = np.dot(x, weight.T)
-    out = out if bias is None else out + bias
-    return npx.relu(out) if relu else out
+# relu?(x (n, in) · weight (units, in)ᵀ + bias (units,) or None): MXNet's FullyConnected, one
+# bound call (on the CPU one fused op and one tape entry; elsewhere composed in C++).
+dense = _gluon.fully_connected
 
 
 def softmax_cross_entropy(pred, label, from_logits):
@@ -117,4 +113,4 @@ def zeros_like(a):
 
 
 def numel(shape):
-    return int(_numpy.prod(shape, dtype=_numpy.int64))
+    return _math.prod(shape)
