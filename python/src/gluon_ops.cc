@@ -2,7 +2,6 @@
 // that gluon's Dense and SoftmaxCrossEntropyLoss call on CPU arrays.
 #include "binding.h"
 #include "depengine/layer_ops.h"
-#include "depengine/ndarray_ops.h"
 
 namespace depengine::python {
 
@@ -12,17 +11,10 @@ void bind_gluon_ops(nb::module_& m) {
   g.def("fully_connected",
         [](const NDArray& x, const NDArray& weight, nb::handle bias, bool relu) {
           const NDArray b = bias.is_none() ? NDArray() : nb::cast<NDArray>(bias);
-          return frontend_call(x.engine(), [&] {
-            if (x.device().is_cpu()) return nd::fully_connected(x, weight, b, relu);
-            // Elsewhere composed of ops that have kernels there (and tape themselves).
-            NDArray y = nd::dot(x, nd::transpose(weight));
-            if (b.defined()) y = y + b;
-            return relu ? nd::relu(y) : y;
-          });
+          return frontend_call(x.engine(), [&] { return nd::fully_connected(x, weight, b, relu); });
         },
         "x"_a, "weight"_a, "bias"_a.none() = nb::none(), "relu"_a = false,
-        "relu?(x · weightᵀ + bias): x (m, k), weight (n, k), bias (n,) or None. On the CPU one\n"
-        "fused op (and one tape entry); on another device composed of dot, add and relu.");
+        "relu?(x · weightᵀ + bias) in one op; x (m, k), weight (n, k), bias (n,) or None.");
   g.def("softmax_cross_entropy",
         [](const NDArray& logits, const NDArray& labels, bool from_logits) {
           return frontend_call(logits.engine(), [&] {

@@ -21,9 +21,14 @@ def _on_cpu(*arrays):
     return all(a is None or a.ctx.device_type == "cpu" for a in arrays)
 
 
-# relu?(x (n, in) · weight (units, in)ᵀ + bias (units,) or None): MXNet's FullyConnected, one
-# bound call (on the CPU one fused op and one tape entry; elsewhere composed in C++).
-dense = _gluon.fully_connected
+def dense(x, weight, bias, relu=False):
+    """relu?(x (n, in) · weight (units, in)ᵀ + bias (units,)): MXNet's FullyConnected. On the
+    CPU one fused op (and one tape entry); elsewhere composed of np ops."""
+    if _on_cpu(x, weight, bias):
+        return _gluon.fully_connected(x, weight, bias, relu)
+    out = np.dot(x, weight.T)
+    out = out if bias is None else out + bias
+    return npx.relu(out) if relu else out
 
 
 def softmax_cross_entropy(pred, label, from_logits):
