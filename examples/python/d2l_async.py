@@ -230,8 +230,8 @@ if ran_ahead:
             f"gradients at once, so the peak grew by {no_barrier[2]:.0f} MB, about "
             f"{per_batch:.1f} MB per batch. After waitall depengine has freed that storage, yet "
             f"the process still holds {no_barrier[1]:.1f} MB more than at the start: the storage "
-            f"pool keeps up to 256 MiB of freed blocks and the C allocator the rest, for the "
-            f"next loop to reuse.")
+            f"pool keeps up to {npx.pool_cap() / 2**20:.0f} MiB of freed blocks and the C "
+            f"allocator the rest, for the next loop to reuse.")
 else:
     held = (f"Without it, the peak grew by {no_barrier[2]:.0f} MB, not much more than with "
             f"it: in this run the frontend did not get far ahead of the workers.")

@@ -7,6 +7,7 @@
 #include <optional>
 #include <type_traits>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 #include "autograd_internal.h"
@@ -22,6 +23,9 @@ thread_local bool t_recording = false;
 thread_local bool t_training = false;
 
 std::atomic<std::uint64_t> g_seq{0};
+// The gradient buffers the node being walked may write directly (detail::gradient_buffer),
+// one per input (null: none); set only around its backward function, under g_walk_mutex.
+thread_local const std::vector<NDArray>* t_buffers = nullptr;
 // backward() and grad() read and free nodes that threads may share (an array passed from
 // one thread to another carries its history): one walk at a time. A walk only pushes.
 std::mutex g_walk_mutex;
@@ -79,8 +83,50 @@ std::vector<detail::Node*> reverse_order(const std::vector<NDArray>& heads) {
 // the caller drops them and the ops reading them have run).
 using Grads = std::unordered_map<detail::Node*, std::vector<NDArray>>;
 
+// The variables (GradReq::write) whose buffers the walk over `order` may write directly: those
+// reached by exactly one edge and not a head, whose buffer no node saved and no head gradient
+// is (a gradient op pushed later might read it, and must see the old value, as with the copy
+// at the end).
+std::unordered_set<const detail::Node*> direct_variables(const std::vector<detail::Node*>& order,
+                                                         const std::vector<NDArray>& heads,
+                                                         const std::vector<NDArray>& head_grads) {
+  std::unordered_map<const detail::Node*, int> edges;
+  for (const detail::Node* n : order) {
+    if (n->variable) continue;
+    for (const detail::Edge& e : n->inputs) {
+      if (e.node && e.node->variable && e.node->req == GradReq::write) ++edges[e.node.get()];
+    }
+  }
+  std::unordered_set<const depengine::detail::Chunk*> read;
+  for (const detail::Node* n : order) {
+    for (const NDArray& s : n->saved) read.insert(ArrayInternals::chunk(s));
+  }
+  for (const NDArray& g : head_grads) read.insert(ArrayInternals::chunk(g));
+  for (const NDArray& h : heads) edges[ArrayInternals::node(h).get()] += 2;
+  std::unordered_set<const detail::Node*> out;
+  for (const auto& [n, count] : edges) {
+    if (count == 1 && !read.contains(ArrayInternals::chunk(n->grad))) out.insert(n);
+  }
+  return out;
+}
+
+// Sets t_buffers for one backward function call.
+// Saves and restores the outer value: a cached op's gradient (cached_op.cc) runs the gradients
+// of its recorded nodes inside its own, and those get no buffers of its inputs.
+struct BufferScope {
+  explicit BufferScope(const std::vector<NDArray>* buffers)
+      : outer_(std::exchange(t_buffers, buffers)) {}
+  ~BufferScope() { t_buffers = outer_; }
+  BufferScope(const BufferScope&) = delete;
+  BufferScope& operator=(const BufferScope&) = delete;
+
+ private:
+  const std::vector<NDArray>* outer_;
+};
+
+// direct: backward()'s walk, which may let gradient functions write variables' buffers.
 Grads walk(const char* fn, const std::vector<NDArray>& heads,
-           const std::vector<NDArray>& head_grads, bool retain_graph) {
+           const std::vector<NDArray>& head_grads, bool retain_graph, bool direct) {
   if (heads.empty()) throw Error(std::string(fn) + ": no heads given");
   if (!head_grads.empty() && head_grads.size() != heads.size()) {
     throw Error(std::string(fn) + ": " + std::to_string(head_grads.size()) +
@@ -127,10 +173,27 @@ Grads walk(const char* fn, const std::vector<NDArray>& heads,
       }
     }
   }
+  const std::unordered_set<const detail::Node*> direct_vars =
+      direct ? direct_variables(order, heads, head_grads) : std::unordered_set<const detail::Node*>{};
+  std::vector<NDArray> buffers;
   for (detail::Node* n : order) {
     if (n->variable) continue;
+    // backward() reads only the variables' slots afterwards: a node's output gradients are
+    // moved out to it, so a backward function may find itself their only holder (and reuse
+    // their storage); grad() may return any node's, so it copies them.
+    std::vector<NDArray> dy = direct ? std::move(grads[n]) : grads[n];
+    buffers.assign(n->inputs.size(), NDArray());
+    bool any_buffer = false;
+    for (std::size_t i = 0; i < n->inputs.size(); ++i) {
+      const detail::Node* v = n->inputs[i].node.get();
+      if (v && direct_vars.contains(v) && detail::same_shape(v->grad.shape(), n->input_shapes[i])) {
+        buffers[i] = v->grad;
+        any_buffer = true;
+      }
+    }
     detail::push_gradient(
-        fn, *n, n->saved, grads[n], [&](std::size_t i) { return n->inputs[i].node != nullptr; },
+        fn, *n, n->saved, std::move(dy), any_buffer ? &buffers : nullptr,
+        [&](std::size_t i) { return n->inputs[i].node != nullptr; },
         [&](std::size_t i, const NDArray& g) {
           const detail::Edge& e = n->inputs[i];
           std::vector<NDArray>& slots = grads[e.node.get()];
@@ -201,7 +264,7 @@ void backward(const std::vector<NDArray>& heads, const std::vector<NDArray>& hea
               bool retain_graph, bool train_mode) {
   std::lock_guard lock(g_walk_mutex);
   FlagGuard flags(false, train_mode);
-  Grads grads = walk("backward", heads, head_grads, retain_graph);
+  Grads grads = walk("backward", heads, head_grads, retain_graph, true);
   // Variables in the order they were made, so the pushes do not depend on hashing.
   std::vector<std::pair<detail::Node*, NDArray>> reached;
   for (auto& [n, slots] : grads) {
@@ -231,7 +294,7 @@ std::vector<NDArray> grad(const std::vector<NDArray>& heads, const std::vector<N
   }
   std::lock_guard lock(g_walk_mutex);
   FlagGuard flags(false, train_mode);
-  Grads grads = walk("grad", heads, head_grads, retain_graph);
+  Grads grads = walk("grad", heads, head_grads, retain_graph, false);
   std::vector<NDArray> out;
   out.reserve(variables.size());
   for (const NDArray& v : variables) {
@@ -261,6 +324,7 @@ std::uint64_t next_seq() noexcept { return g_seq.load(std::memory_order_relaxed)
 void accumulate(NDArray& slot, const NDArray& g) { autograd::accumulate(slot, g); }
 
 void push_gradient(const char* fn, const Node& n, const Saved& saved, std::vector<NDArray> dy,
+                   const std::vector<NDArray>* buffers,
                    const std::function<bool(std::size_t)>& wants,
                    const std::function<void(std::size_t, const NDArray&)>& deliver) {
   dy.resize(n.output_shapes.size());
@@ -269,11 +333,15 @@ void push_gradient(const char* fn, const Node& n, const Saved& saved, std::vecto
     if (dy[o].defined()) {
       any = true;
     } else if (!n.sparse_dy) {
-      dy[o] = zeros(*n.engine, n.output_shapes[o], n.device);
+      dy[o] = zeros(*n.engine, to_shape(n.output_shapes[o]), n.device);
     }
   }
   if (!any) return;
-  std::vector<NDArray> dx = n.backward(saved, dy);
+  std::vector<NDArray> dx;
+  {
+    BufferScope scope(buffers);
+    dx = n.backward(saved, dy);
+  }
   if (dx.size() != n.input_shapes.size()) {
     throw Error(std::string(fn) + ": the gradient of " + node_name(n) + " gave " +
                 std::to_string(dx.size()) + " arrays for " +
@@ -281,19 +349,23 @@ void push_gradient(const char* fn, const Node& n, const Saved& saved, std::vecto
   }
   for (std::size_t i = 0; i < dx.size(); ++i) {
     if (!wants(i) || !dx[i].defined()) continue;
-    if (dx[i].shape() != n.input_shapes[i]) {
+    if (!same_shape(dx[i].shape(), n.input_shapes[i])) {
+      const Shape want = to_shape(n.input_shapes[i]);
       // A gradient of the shape the input was broadcast to is summed down to it.
-      const std::optional<Shape> b =
-          depengine::detail::broadcast_shape(dx[i].shape(), n.input_shapes[i]);
-      if (b && *b == dx[i].shape()) dx[i] = sum_to(dx[i], n.input_shapes[i]);
-    }
-    if (dx[i].shape() != n.input_shapes[i]) {
-      throw Error(std::string(fn) + ": the gradient of " + node_name(n) + " for input " +
-                  std::to_string(i) + " has shape " + shape_str(dx[i].shape()) +
-                  ", the input " + shape_str(n.input_shapes[i]));
+      const std::optional<Shape> b = depengine::detail::broadcast_shape(dx[i].shape(), want);
+      if (b && *b == dx[i].shape()) dx[i] = sum_to(dx[i], want);
+      if (dx[i].shape() != want) {
+        throw Error(std::string(fn) + ": the gradient of " + node_name(n) + " for input " +
+                    std::to_string(i) + " has shape " + shape_str(dx[i].shape()) +
+                    ", the input " + shape_str(want));
+      }
     }
     deliver(i, dx[i]);
   }
+}
+
+NDArray gradient_buffer(std::size_t input) {
+  return t_buffers && input < t_buffers->size() ? (*t_buffers)[input] : NDArray();
 }
 
 Node::~Node() {
@@ -352,13 +424,13 @@ void record(std::string name, const Input* inputs, std::size_t n_in, NDArray* co
   n->input_shapes.reserve(n_in);
   for (std::size_t i = 0; i < n_in; ++i) {
     n->inputs.push_back({ArrayInternals::node(input(i)), ArrayInternals::output(input(i))});
-    n->input_shapes.push_back(input(i).shape());
+    n->input_shapes.push_back(tape_shape(input(i).shape()));
   }
   const depengine::detail::Chunk& first = depengine::detail::require(*outputs[0], "record");
   n->engine = first.engine;
   n->device = first.device;
   n->output_shapes.reserve(n_out);
-  for (std::size_t i = 0; i < n_out; ++i) n->output_shapes.push_back(outputs[i]->shape());
+  for (std::size_t i = 0; i < n_out; ++i) n->output_shapes.push_back(tape_shape(outputs[i]->shape()));
   n->saved_versions.reserve(saved.size());
   for (NDArray& s : saved) {
     ArrayInternals::set_history(s, nullptr, 0);  // detached, without copying its shape

@@ -13,17 +13,22 @@
 // A backward function gets the saved arrays and one gradient per output (zeros where an
 // output got none) and returns one gradient per input, of that input's shape (or of a shape
 // the input broadcasts to: the walk sums it down, as sum_to), or a null NDArray for an input
-// that gets none. It runs with recording paused, so the ops it calls are
+// that gets none. It may compute into the storage of a gradient in `dy` whose only handle is
+// dy's (backward() moves them to it; nothing else can read it later). It runs with recording
+// paused, so the ops it calls are
 // pushed like any op. It must not capture NDArrays (they would keep the history alive in a
 // cycle): what it needs goes in `saved`; shapes, scalars and flags may be captured.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <boost/container/small_vector.hpp>
 
 #include "depengine/autograd.h"
 #include "internal.h"
@@ -33,6 +38,15 @@ namespace depengine::autograd::detail {
 using Saved = std::vector<NDArray>;
 using BackwardFn =
     std::function<std::vector<NDArray>(const Saved& saved, const std::vector<NDArray>& dy)>;
+
+// A shape the tape keeps: up to 4 dimensions inline, so that recording an op allocates
+// no block per shape (recording is on the push path of every op).
+using TapeShape = boost::container::small_vector<std::size_t, 4>;
+inline TapeShape tape_shape(const Shape& s) { return TapeShape(s.begin(), s.end()); }
+inline Shape to_shape(const TapeShape& s) { return Shape(s.begin(), s.end()); }
+inline bool same_shape(const Shape& a, const TapeShape& b) noexcept {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin());
+}
 
 // One input of a node: the node that made it and which output (null node: no gradient).
 struct Edge {
@@ -55,13 +69,14 @@ struct Node {
   GradReq req = GradReq::write;
   NDArray grad;
   // An op's inputs, outputs and gradient.
-  std::vector<Edge> inputs;
-  std::vector<Shape> input_shapes;
-  std::vector<Shape> output_shapes;
+  // Inline for the usual few inputs and outputs: one allocation fewer each.
+  boost::container::small_vector<Edge, 3> inputs;
+  boost::container::small_vector<TapeShape, 3> input_shapes;
+  boost::container::small_vector<TapeShape, 1> output_shapes;
   Engine* engine = nullptr;
   Device device = Device::cpu();
   Saved saved;
-  std::vector<std::uint64_t> saved_versions;
+  boost::container::small_vector<std::uint64_t, 3> saved_versions;
   BackwardFn backward;
   bool freed = false;  // a backward without retain_graph dropped saved and backward
   // The backward gets a null array (not zeros) for an output no gradient reached: a cached
@@ -79,9 +94,10 @@ void accumulate(NDArray& slot, const NDArray& g);
 // The walk's step for one node: pushes n.backward(saved, dy) when any of `dy` (one per
 // output; null where no gradient reached) is defined, the others made zeros (unless
 // n.sparse_dy); hands the gradient of each input i for which wants(i), summed down to the
-// input's shape, to deliver(i, g). Throws Error (prefixed `fn`) for a gradient of a wrong
-// count or shape.
+// input's shape, to deliver(i, g). `buffers` (null: none) are what gradient_buffer() gives
+// n.backward. Throws Error (prefixed `fn`) for a gradient of a wrong count or shape.
 void push_gradient(const char* fn, const Node& n, const Saved& saved, std::vector<NDArray> dy,
+                   const std::vector<NDArray>* buffers,
                    const std::function<bool(std::size_t)>& wants,
                    const std::function<void(std::size_t, const NDArray&)>& deliver);
 
@@ -117,5 +133,14 @@ NDArray zeros(Engine& e, const Shape& shape, Device device);
 // Pushes a copy of `src` into the storage of `dst` (same shape, engine and device): a write
 // of dst, as a gradient buffer receives a GradReq::write gradient.
 void copy_into(const NDArray& dst, const NDArray& src);
+
+// Inside a backward function, during backward(): the gradient buffer of input `input` when
+// the function may write that input's gradient straight into it, else a null array. It is
+// given for a variable with GradReq::write whose gradient this node alone gives (one edge to
+// it in the walk) and whose buffer no node of the walk saved, so no later gradient op reads
+// the old value. A function that pushes input i's gradient (of the input's shape) into this
+// array and returns it saves the walk's copy_into (copy_into of an array into itself pushes
+// nothing); ignoring it is always correct.
+NDArray gradient_buffer(std::size_t input);
 
 }  // namespace depengine::autograd::detail

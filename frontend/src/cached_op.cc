@@ -82,7 +82,7 @@ std::vector<NDArray> plan_backward(const Plan& plan, const Saved& saved,
     const Saved s(saved.begin() + static_cast<std::ptrdiff_t>(p.saved_begin),
                   saved.begin() + static_cast<std::ptrdiff_t>(p.saved_end));
     ag::push_gradient(
-        "backward", *p.node, s, std::move(slots[k]),
+        "backward", *p.node, s, std::move(slots[k]), /*buffers=*/nullptr,
         [&](std::size_t i) { return p.inputs[i].kind != Target::none; },
         [&](std::size_t i, const NDArray& g) { deliver(p.inputs[i], g); });
     slots[k] = {};

@@ -10,6 +10,7 @@
 #include "depengine/ops/gemm.h"
 #include "depengine/ops/loss.h"
 #include "depengine/ops/nn.h"
+#include "depengine/ops/reduce.h"
 #include "internal.h"
 
 namespace depengine::nd {
@@ -29,6 +30,81 @@ Chunk& cpu_chunk(const NDArray& a, const char* op, const char* what) {
 
 void same_engine(const Chunk& a, const Chunk& b, const char* op) {
   if (a.engine != b.engine) throw Error(std::string(op) + ": the arrays live on different engines");
+}
+
+// a (m, k)ᵀ · b (m, n) into `into` when it is defined (a buffer of shape (k, n) on a's
+// engine: a gradient buffer, autograd::detail::gradient_buffer), else into a new array; the
+// kernel call of nd::gemm(a, b, true, false), so the bits are the same.
+NDArray gemm_at_b(const NDArray& a, const NDArray& b, const NDArray& into) {
+  if (!into.defined()) return gemm(a, b, true, false);
+  const char* op = "gemm";
+  Chunk& ca = cpu_chunk(a, op, "gradient");
+  Chunk& cb = cpu_chunk(b, op, "input");
+  Chunk& co = cpu_chunk(into, op, "gradient buffer");
+  same_engine(ca, cb, op);
+  same_engine(ca, co, op);
+  const std::size_t m = a.shape()[1], k = a.shape()[0], n = b.shape()[1];
+  if (b.shape()[0] != k || into.shape() != Shape{m, n}) {
+    throw Error(std::string(op) + ": " + shape_str(a.shape()) + ".T and " + shape_str(b.shape()) +
+                " do not fit a buffer of shape " + shape_str(into.shape()));
+  }
+  detail::check_gemm(op, a.shape(), b.shape(), m, n, k, a.shape()[1], n, n);
+  autograd::detail::bump_version(into);
+  const float* pa = ca.data;
+  const float* pb = cb.data;
+  float* po = co.data;
+  ca.engine->push(
+      [=](const RunContext& ctx) {
+        ops::cpu::gemm(ctx, true, false, m, n, k, 1.0f, pa, m, pb, n, 0.0f, po, n);
+      },
+      {ca.var, cb.var}, {co.var}, {.name = op});
+  return into;
+}
+
+// The column sums of a (m, n) into `into` (shape (n,)) when it is defined, else nd::sum(a, 0);
+// the same kernel call either way.
+NDArray column_sums(const NDArray& a, const NDArray& into) {
+  if (!into.defined()) return sum(a, 0);
+  const char* op = "sum";
+  Chunk& ca = cpu_chunk(a, op, "gradient");
+  Chunk& co = cpu_chunk(into, op, "gradient buffer");
+  same_engine(ca, co, op);
+  const std::size_t m = a.shape()[0], n = a.shape()[1];
+  if (into.shape() != Shape{n}) {
+    throw Error(std::string(op) + ": the column sums of " + shape_str(a.shape()) +
+                " do not fit a buffer of shape " + shape_str(into.shape()));
+  }
+  autograd::detail::bump_version(into);
+  const float* pa = ca.data;
+  float* po = co.data;
+  ca.engine->push(
+      [=](const RunContext& ctx) {
+        ops::cpu::reduce_axis(ctx, ops::Reduce::sum, pa, 1, m, n, po);
+      },
+      {ca.var}, {co.var}, {.name = op});
+  return into;
+}
+
+// relu_backward(y, dy), computed into dy's own storage when this is the only handle to it
+// (the walk hands a node the gradient of its output, and one that no other array, tape
+// entry or Python object shares is dead after this node: MXNet's in-place ReLU backward);
+// else into a new array. The kernel allows dx to alias dy, and the bits are the same.
+NDArray relu_backward_reusing(const NDArray& y, const NDArray& dy) {
+  if (ArrayInternals::shared_chunk(dy).use_count() != 1 || y.shape() != dy.shape() ||
+      ArrayInternals::node(dy)) {
+    return relu_backward(y, dy);
+  }
+  const char* op = "relu_backward";
+  Chunk& cy = cpu_chunk(y, op, "output");
+  Chunk& cd = cpu_chunk(dy, op, "gradient");
+  same_engine(cy, cd, op);
+  autograd::detail::bump_version(dy);
+  const float* py = cy.data;
+  float* pd = cd.data;
+  const std::size_t n = y.size();
+  cy.engine->push([=](const RunContext& ctx) { ops::cpu::relu_backward(ctx, py, pd, pd, n); },
+                  {cy.var, cd.var}, {cd.var}, {.name = op});  // dy read and written
+  return dy;
 }
 
 }  // namespace
@@ -77,10 +153,12 @@ NDArray fully_connected(const NDArray& x, const NDArray& weight, const NDArray& 
     autograd::detail::record_op(
         op, inputs, {&out}, std::move(saved),
         [relu, has_bias, need_dx](const autograd::detail::Saved& s, const std::vector<NDArray>& dy) {
-          const NDArray dz = relu ? relu_backward(s[2], dy[0]) : dy[0];
+          const NDArray dz = relu ? relu_backward_reusing(s[2], dy[0]) : dy[0];
+          // The weight's and bias's gradients go straight into their buffers where the walk
+          // allows it (no copy_into per parameter and step).
           std::vector<NDArray> g{need_dx ? gemm(dz, s[1], false, false) : NDArray(),
-                                 gemm(dz, s[0], true, false)};
-          if (has_bias) g.push_back(sum(dz, 0));
+                                 gemm_at_b(dz, s[0], autograd::detail::gradient_buffer(1))};
+          if (has_bias) g.push_back(column_sums(dz, autograd::detail::gradient_buffer(2)));
           return g;
         });
   }

@@ -2,8 +2,11 @@
 // against central differences (in double), the label check at the blocker, shape errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
+#include <memory>
+#include <mutex>
 #include <random>
 #include <string>
 #include <vector>
@@ -11,6 +14,7 @@
 #include "depengine/autograd.h"
 #include "depengine/layer_ops.h"
 #include "depengine/ndarray.h"
+#include "depengine/observer.h"
 
 namespace depengine {
 namespace {
@@ -95,6 +99,132 @@ TEST_F(LayerOps, FullyConnectedGradients) {
   }
   check_gradient([](auto& in) { return nd::fully_connected(in[0], in[1], NDArray()); },
                  {data[0], data[1]}, {shapes[0], shapes[1]}, {true, true});
+}
+
+// Counts the pushed ops named `name_`.
+class CountOps final : public Observer {
+ public:
+  explicit CountOps(std::string name) : name_(std::move(name)) {}
+  void on_push(const OpInfo& op) override {
+    std::lock_guard lock(mutex_);
+    if (op.name == name_) ++count_;
+  }
+  void on_ready(std::uint64_t) override {}
+  void on_start(std::uint64_t, int) override {}
+  void on_end(std::uint64_t, bool, bool) override {}
+  int count() {
+    std::lock_guard lock(mutex_);
+    return count_;
+  }
+
+ private:
+  std::string name_;
+  std::mutex mutex_;
+  int count_ = 0;
+};
+
+std::vector<float> bits_of(const NDArray& a) { return a.to_vector(); }
+
+TEST_F(LayerOps, BackwardWritesWeightAndBiasGradientsIntoTheirBuffers) {
+  // Two layers, every parameter grad_req 'write': backward pushes no copy_into (each
+  // gradient is computed into its buffer), and the gradients are the bits autograd::grad
+  // computes into new arrays.
+  NDArray x = nd::array(values(12, 1), {4, 3});
+  NDArray w1 = nd::array(values(15, 2), {5, 3}), b1 = nd::array(values(5, 4), {5});
+  NDArray w2 = nd::array(values(10, 5), {2, 5}), b2 = nd::array(values(2, 6), {2});
+  std::vector<NDArray*> params{&w1, &b1, &w2, &b2};
+  for (NDArray* p : params) p->attach_grad();
+  auto count = std::make_shared<CountOps>("copy_into");
+  e_->set_observer(count);
+  NDArray head;
+  {
+    autograd::RecordScope record;
+    head = nd::sum(nd::fully_connected(nd::fully_connected(x, w1, b1, true), w2, b2, false));
+  }
+  const std::vector<NDArray> want = autograd::grad({head}, {w1, b1, w2, b2}, {}, true);
+  head.backward();
+  e_->wait_all();
+  e_->set_observer(nullptr);
+  EXPECT_EQ(count->count(), 0);
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(bits_of(params[i]->grad()), bits_of(want[i]));
+  }
+}
+
+// The var accesses of every pushed op named `name_`.
+class OpAccesses final : public Observer {
+ public:
+  explicit OpAccesses(std::string name) : name_(std::move(name)) {}
+  void on_push(const OpInfo& op) override {
+    std::lock_guard lock(mutex_);
+    if (op.name == name_) ops_.emplace_back(op.accesses.begin(), op.accesses.end());
+  }
+  void on_ready(std::uint64_t) override {}
+  void on_start(std::uint64_t, int) override {}
+  void on_end(std::uint64_t, bool, bool) override {}
+  std::vector<std::vector<VarAccess>> ops() {
+    std::lock_guard lock(mutex_);
+    return ops_;
+  }
+
+ private:
+  std::string name_;
+  std::mutex mutex_;
+  std::vector<std::vector<VarAccess>> ops_;
+};
+
+TEST_F(LayerOps, ReluBackwardReusesAGradientNoOneElseHolds) {
+  // The hidden layer's output gradient comes from the next layer's backward and nothing else
+  // holds it: relu_backward overwrites it (one var read-written) instead of allocating a
+  // third array, with the same gradients as autograd::grad (which copies every gradient).
+  NDArray x = nd::array(values(12, 1), {4, 3});
+  NDArray w1 = nd::array(values(15, 2), {5, 3}), b1 = nd::array(values(5, 4), {5});
+  NDArray w2 = nd::array(values(10, 5), {2, 5});
+  std::vector<NDArray*> params{&w1, &b1, &w2};
+  for (NDArray* p : params) p->attach_grad();
+  NDArray head;
+  {
+    autograd::RecordScope record;
+    head = nd::sum(nd::fully_connected(nd::fully_connected(x, w1, b1, true), w2, NDArray()));
+  }
+  const std::vector<NDArray> want = autograd::grad({head}, {w1, b1, w2}, {}, true);
+  auto seen = std::make_shared<OpAccesses>("relu_backward");
+  e_->set_observer(seen);
+  head.backward();
+  e_->wait_all();
+  e_->set_observer(nullptr);
+  const auto ops = seen->ops();
+  ASSERT_EQ(ops.size(), 1u);
+  ASSERT_EQ(ops[0].size(), 2u);
+  EXPECT_EQ(std::count_if(ops[0].begin(), ops[0].end(),
+                          [](const VarAccess& a) { return a.mode == AccessMode::read_write; }),
+            1);
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(bits_of(params[i]->grad()), bits_of(want[i]));
+  }
+}
+
+TEST_F(LayerOps, AGradientBufferReadByALaterGradientOpIsCopiedInAtTheEnd) {
+  // w's gradient buffer is the input of a layer recorded before w is used: its gradient op
+  // (pushed after w's) reads the buffer's value from before backward, so w's gradient must not
+  // be written into it directly.
+  NDArray x = nd::array(values(12, 1), {4, 3});
+  NDArray w = nd::array(values(15, 2), {5, 3}), v = nd::array(values(6, 3), {2, 3});
+  const std::vector<float> old_grad = values(15, 7);
+  autograd::mark_variable(w, autograd::GradReq::write, nd::array(old_grad, {5, 3}));
+  v.attach_grad();
+  NDArray z, y;
+  {
+    autograd::RecordScope record;
+    z = nd::fully_connected(w.grad(), v, NDArray());  // reads w's buffer; dv = dzᵀ · it
+    y = nd::fully_connected(x, w, NDArray());
+  }
+  const std::vector<NDArray> want = autograd::grad({y, z}, {w, v}, {}, true);
+  autograd::backward({y, z});
+  EXPECT_EQ(bits_of(v.grad()), bits_of(want[1]));
+  EXPECT_EQ(bits_of(w.grad()), bits_of(want[0]));
 }
 
 TEST_F(LayerOps, SoftmaxCrossEntropyValuesAndGradient) {

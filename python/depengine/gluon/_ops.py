@@ -6,7 +6,8 @@ from the CNN work, for the last axis of a 2-d array; npx.dropout once it lands),
 below calls it by name for the cases it covers and composes the rest. Gluon code calls only
 these names, never the composites directly.
 """
-import numpy as _numpy
+import math as _math
+
 
 from .. import np, npx
 from .._depengine import _gluon
@@ -117,4 +118,4 @@ def zeros_like(a):
 
 
 def numel(shape):
-    return int(_numpy.prod(shape, dtype=_numpy.int64))
+    return _math.prod(shape)

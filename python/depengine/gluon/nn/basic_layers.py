@@ -106,12 +106,21 @@ class Dense(HybridBlock):
                         if activation is not None else None)
 
     def forward(self, x):
+        shape = x.shape
+        ndim = len(shape)
         if self._flatten:
-            features = _ops.numel(x.shape[1:]) if x.ndim >= 1 else 1
+            features = _ops.numel(shape[1:]) if ndim >= 1 else 1
         else:
-            features = x.shape[-1] if x.ndim else 1
+            features = shape[-1] if ndim else 1
         w = self.weight
-        if w.shape[1] == 0:
+        wshape = w.shape
+        if ndim == 2 and features and wshape[1] == features:  # the common case, in few steps
+            b = self.bias
+            act = self.act
+            fuse_relu = act is not None and act._act_type == "relu"
+            out = _ops.dense(x, w.data(), b.data() if b is not None else None, fuse_relu)
+            return act(out) if act is not None and not fuse_relu else out
+        if wshape[1] == 0:
             w.shape = (self._units, features)
             w._finish_deferred_init()
             if self.bias is not None:
