@@ -102,6 +102,9 @@ const Conv2d kConvCases[] = {
      .pad_h = 1, .pad_w = 1},
     {.batch = 1, .in_channels = 4, .height = 6, .width = 10, .out_channels = 10, .kernel_h = 3, .kernel_w = 3},
     {.batch = 1, .in_channels = 2, .height = 4, .width = 11, .out_channels = 3, .kernel_h = 1, .kernel_w = 2},
+    // Rows of 20 and 12: fewer than 8 per vector of the row's ⌈ow/8⌉ (groups of 2 + 1, 1 + 1).
+    {.batch = 1, .in_channels = 3, .height = 5, .width = 22, .out_channels = 7, .kernel_h = 3, .kernel_w = 3},
+    {.batch = 2, .in_channels = 1, .height = 3, .width = 14, .out_channels = 2, .kernel_h = 3, .kernel_w = 3},
 };
 
 TEST(OpsConv, ForwardMatchesDirectLoop) {

@@ -1,5 +1,5 @@
 // CPU convolution in oneTBB tasks of a fixed number of images each. The forward pass of a
-// stride-1 convolution with few taps (in_channels·kh·kw <= 64) and output rows at least 8
+// stride-1 convolution with at most 512 taps (in_channels·kh·kw) and output rows at least 8
 // wide runs as a direct convolution vectorized along the rows (AVX2 + FMA, chosen at run
 // time); the rest lowers each image to columns (im2col) and calls cblas_sgemm (one BLAS
 // thread). The weight gradient keeps one partial product per chunk and adds the partials in
@@ -191,116 +191,139 @@ float* columns(std::size_t n) {
 // ---- direct convolution (stride 1, no padding), AVX2 + FMA -------------------------------
 //
 // out[k][y][x] = bias[k] + Σ over (c, i, j) in that order of w[k][c][i][j] · in[c][y+i][x+j]:
-// one output row of NK channels × V vectors of 8 positions stays in registers while the
-// taps stream past (NK·V ≤ 12 accumulators, V row loads and NK broadcasts per tap). A row
-// whose width is not a multiple of 8 ends with a vector that overlaps the one before it; the
-// overlapped positions are computed twice by the same operations, so they get the same bits.
-// Each output element's sum has a fixed order, whatever the thread count.
+// one output row of NK channels × V adjacent vectors of 8 positions stays in registers
+// while the taps stream past (NK·V ≤ 12 accumulators, V row loads and NK broadcasts per
+// tap). The weights are packed per tile of NK channels, tap by tap ([c][i][j][a]), so that
+// every address in the loop is a base plus a constant. A row whose width is not a multiple
+// of 8 ends with a group of vectors that overlaps the group before it; the overlapped
+// positions are computed twice by the same operations, so they get the same bits. Each
+// output element's sum has a fixed order, whatever the thread count.
 
 struct Direct {
   std::size_t channels, height, width;  // the input planes
   std::size_t out_channels, kh, kw;
   std::size_t oh() const noexcept { return height - kh + 1; }
   std::size_t ow() const noexcept { return width - kw + 1; }
+  std::size_t taps() const noexcept { return channels * kh * kw; }
 };
 
-// The vectors' first columns for a row of `ow` >= 8 positions: 0, 8, 16, ..., and ow − 8
-// last where 8 does not divide ow.
-std::vector<std::size_t> vector_starts(std::size_t ow) {
-  std::vector<std::size_t> xs;
-  for (std::size_t x = 0; x + 8 <= ow; x += 8) xs.push_back(x);
-  if (ow % 8 != 0) xs.push_back(ow - 8);
-  return xs;
+// Output channels per tile for V vectors: 12 accumulators where they fit.
+constexpr int channels_per_tile(int v) { return v == 3 ? 4 : v == 2 ? 6 : 8; }
+
+// A group of V adjacent vectors starting at column x0.
+struct Group {
+  int vectors;
+  std::size_t x0;
+};
+
+// The groups covering a row of ow >= 8 positions: ⌈ow/8⌉ vectors in groups of 3 (two of 2
+// where 4 are left; none wider than the row), each group starting 8·(vectors before it) or,
+// for the last, where it ends at ow.
+std::vector<Group> row_groups(std::size_t ow) {
+  const std::size_t vectors = detail::ceil_div(ow, 8);
+  std::vector<Group> groups;
+  for (std::size_t v = 0; v < vectors;) {
+    const std::size_t left = vectors - v;
+    const std::size_t fit = std::min<std::size_t>(left == 4 ? 2 : std::min<std::size_t>(left, 3),
+                                                  ow / 8);
+    const int n = static_cast<int>(fit);
+    groups.push_back({n, std::min(8 * v, ow - 8 * static_cast<std::size_t>(n))});
+    v += static_cast<std::size_t>(n);
+  }
+  return groups;
 }
 
-// KW: the kernel's width when it is known at compile time (3: its taps unroll), else 0.
-template <int NK, int V, int KW>
+// w (out_channels, taps) as tiles of NK channels, each [tap][a] (a tile past the last
+// channel padded with zeros).
+std::vector<float> pack_weights(const Direct& d, const float* w, int nk) {
+  const std::size_t taps = d.taps(), tiles = detail::ceil_div(d.out_channels, nk);
+  std::vector<float> packed(tiles * taps * nk, 0.0f);
+  for (std::size_t k = 0; k < d.out_channels; ++k) {
+    float* tile = packed.data() + (k / nk) * taps * nk + k % nk;
+    for (std::size_t t = 0; t < taps; ++t) tile[t * nk] = w[k * taps + t];
+  }
+  return packed;
+}
+
+// One row y of a tile: NK channels (nk of them real) × V vectors from column x0. The
+// constant loops are unrolled before scalar replacement, so that acc stays in registers
+// (otherwise g++ 12 stores it back to the stack after every tap); the loop over a kernel
+// row's taps is not (unrolled, g++ interleaves the taps and spills: 40 against 47 GFLOP/s).
+template <int NK, int V>
 __attribute__((target("avx2,fma"))) void direct_tile(const Direct& d, const float* in,
-                                                      const float* w, const float* bias,
-                                                      float* out, std::size_t y,
-                                                      const std::size_t* xs) {
-  const std::size_t wk = d.channels * d.kh * d.kw;  // one output channel's weights
-  const std::size_t plane = d.oh() * d.ow();
-  // The constant loops are unrolled before scalar replacement, so that acc lives in
-  // registers (otherwise g++ 12 stores it back to the stack after every tap).
+                                                      const float* wp, const float* bias,
+                                                      int nk, float* out, std::size_t y,
+                                                      std::size_t x0) {
   __m256 acc[NK][V];
 #pragma GCC unroll 16
   for (int a = 0; a < NK; ++a) {
-    const __m256 b0 = bias ? _mm256_set1_ps(bias[a]) : _mm256_setzero_ps();
+    const __m256 b0 = bias && a < nk ? _mm256_set1_ps(bias[a]) : _mm256_setzero_ps();
 #pragma GCC unroll 16
     for (int v = 0; v < V; ++v) acc[a][v] = b0;
   }
-  const std::size_t x0 = xs[0], x1 = V > 1 ? xs[V > 1 ? 1 : 0] : 0, x2 = V > 2 ? xs[V > 2 ? 2 : 0] : 0;
   for (std::size_t c = 0; c < d.channels; ++c) {
     for (std::size_t i = 0; i < d.kh; ++i) {
-      const float* row = in + (c * d.height + y + i) * d.width;
-      const float* wr = w + (c * d.kh + i) * d.kw;
-      const std::size_t kw = KW != 0 ? KW : d.kw;
-#pragma GCC unroll 4
-      for (std::size_t j = 0; j < kw; ++j) {
+      const float* row = in + (c * d.height + y + i) * d.width + x0;
+#pragma GCC unroll 1
+      for (std::size_t j = 0; j < d.kw; ++j, wp += NK) {
         __m256 xv[V];
-        xv[0] = _mm256_loadu_ps(row + x0 + j);
-        if constexpr (V > 1) xv[V > 1 ? 1 : 0] = _mm256_loadu_ps(row + x1 + j);
-        if constexpr (V > 2) xv[V > 2 ? 2 : 0] = _mm256_loadu_ps(row + x2 + j);
+#pragma GCC unroll 4
+        for (int v = 0; v < V; ++v) xv[v] = _mm256_loadu_ps(row + j + 8 * v);
 #pragma GCC unroll 16
         for (int a = 0; a < NK; ++a) {
-          const __m256 wv = _mm256_broadcast_ss(wr + a * wk + j);
-#pragma GCC unroll 16
+          const __m256 wv = _mm256_broadcast_ss(wp + a);
+#pragma GCC unroll 4
           for (int v = 0; v < V; ++v) acc[a][v] = _mm256_fmadd_ps(wv, xv[v], acc[a][v]);
         }
       }
     }
   }
+  const std::size_t plane = d.oh() * d.ow();
+  float* o = out + y * d.ow() + x0;
 #pragma GCC unroll 16
   for (int a = 0; a < NK; ++a) {
-#pragma GCC unroll 16
-    for (int v = 0; v < V; ++v) _mm256_storeu_ps(out + a * plane + y * d.ow() + xs[v], acc[a][v]);
+    if (a >= nk) break;
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) _mm256_storeu_ps(o + a * plane + 8 * v, acc[a][v]);
   }
 }
-
-// direct_tile<nk, V> for a run-time nk in [1, NK].
-template <int V, int NK>
-void direct_tile_n(int nk, const Direct& d, const float* in, const float* w, const float* bias,
-                   float* out, std::size_t y, const std::size_t* xs) {
-  if constexpr (NK > 0) {
-    if (nk == NK) {
-      if (d.kw == 3) return direct_tile<NK, V, 3>(d, in, w, bias, out, y, xs);
-      return direct_tile<NK, V, 0>(d, in, w, bias, out, y, xs);
-    }
-    direct_tile_n<V, NK - 1>(nk, d, in, w, bias, out, y, xs);
-  }
-}
-
-// Output channels per tile for V vectors: 12 accumulators where they fit.
-constexpr int channels_per_tile(int v) { return v == 3 ? 4 : v == 2 ? 6 : 8; }
 
 template <int V>
-void direct_rows(const Direct& d, const float* in, const float* w, const float* bias,
-                 float* out, const std::size_t* xs) {
+void direct_rows(const Direct& d, const float* in, const float* wp, const float* bias,
+                 float* out, std::size_t x0) {
   constexpr int kNk = channels_per_tile(V);
-  const std::size_t wk = d.channels * d.kh * d.kw, plane = d.oh() * d.ow();
+  const std::size_t plane = d.oh() * d.ow();
   for (std::size_t k0 = 0; k0 < d.out_channels; k0 += kNk) {
     const int nk = static_cast<int>(std::min<std::size_t>(kNk, d.out_channels - k0));
     const float* bk = bias ? bias + k0 : nullptr;
+    const float* wk = wp + (k0 / kNk) * d.taps() * kNk;
     for (std::size_t y = 0; y < d.oh(); ++y) {
-      direct_tile_n<V, kNk>(nk, d, in, w + k0 * wk, bk, out + k0 * plane, y, xs);
+      direct_tile<kNk, V>(d, in, wk, bk, nk, out + k0 * plane, y, x0);
     }
   }
 }
 
-// One image: in (channels, height, width) → out (out_channels, oh, ow), ow >= 8; w
-// (out_channels, channels, kh, kw); bias (out_channels) or nullptr. The row's vectors go
-// in groups of 3 (two of 2 where 4 are left).
-void direct_conv(const Direct& d, const float* in, const float* w, const float* bias,
+// The weights packed for each tile width a row's groups use.
+struct PackedWeights {
+  PackedWeights(const Direct& d, const float* w) : groups(row_groups(d.ow())) {
+    for (const Group& g : groups) {
+      std::vector<float>& p = by_vectors[g.vectors - 1];
+      if (p.empty()) p = pack_weights(d, w, channels_per_tile(g.vectors));
+    }
+  }
+  std::vector<Group> groups;
+  std::vector<float> by_vectors[3];
+};
+
+// One image: in (channels, height, width) → out (out_channels, oh, ow), ow >= 8; bias
+// (out_channels) or nullptr.
+void direct_conv(const Direct& d, const PackedWeights& w, const float* in, const float* bias,
                  float* out) {
-  const std::vector<std::size_t> xs = vector_starts(d.ow());
-  for (std::size_t v = 0; v < xs.size();) {
-    const std::size_t left = xs.size() - v;
-    const std::size_t n = left == 4 ? 2 : std::min<std::size_t>(left, 3);
-    if (n == 3) direct_rows<3>(d, in, w, bias, out, xs.data() + v);
-    if (n == 2) direct_rows<2>(d, in, w, bias, out, xs.data() + v);
-    if (n == 1) direct_rows<1>(d, in, w, bias, out, xs.data() + v);
-    v += n;
+  for (const Group& g : w.groups) {
+    const float* wp = w.by_vectors[g.vectors - 1].data();
+    if (g.vectors == 3) direct_rows<3>(d, in, wp, bias, out, g.x0);
+    if (g.vectors == 2) direct_rows<2>(d, in, wp, bias, out, g.x0);
+    if (g.vectors == 1) direct_rows<1>(d, in, wp, bias, out, g.x0);
   }
 }
 
@@ -311,14 +334,14 @@ bool have_avx2_fma() {
 #endif
 
 // Whether the direct convolution takes this geometry: stride 1, output rows of at least 8
-// (the vector width), and at most kDirectTaps taps (in_channels·kh·kw). A GEMM's inner
-// dimension is the taps: short, as for a first layer on 1 or 3 channels (9 or 27 taps), the
-// product is bound by streaming the columns and the direct loop is faster (MNIST's conv
-// 1→32: 1.5–2.0 ms against 2.3–2.6 ms of thread CPU time for a batch of 64); long, the two
-// measured the same (32→64, 288 taps: 31–36 ms either way), and the GEMM stays. The full
-// convolution that would give the data gradient the same way measured slower than GEMM +
-// col2im (its padded rows multiply zeros) and is not used.
-constexpr std::size_t kDirectTaps = 64;
+// (the vector width), and at most kDirectTaps taps (in_channels·kh·kw; measured at 9 and
+// 288, the two layers of MNIST's CNN). Thread CPU time of one thread, medians, the same
+// binary: conv 1→32 on 64 images 1.5–2.0 ms against 2.3–2.6 ms for im2col + sgemm (whose
+// inner dimension, 9, leaves the product bound by streaming the columns); conv 32→64 on 8
+// images 46–49 GFLOP/s against 35–40. A direct full convolution for the data gradient (dy
+// padded, the kernel flipped) measured slower than GEMM + col2im with an earlier version of
+// this loop (its padded rows multiply zeros) and is not used.
+constexpr std::size_t kDirectTaps = 512;
 
 bool direct_forward(const Geometry& geo) {
 #if DEPENGINE_CONV_DIRECT
@@ -368,6 +391,7 @@ void conv2d_forward(const RunContext&, const Conv2d& g, const float* x, const fl
     const Direct d{g.in_channels, g.height + 2 * g.pad_h, g.width + 2 * g.pad_w,
                    g.out_channels, g.kernel_h, g.kernel_w};
     const bool pad = g.pad_h != 0 || g.pad_w != 0;
+    const PackedWeights packed(d, w);
     per_image_chunks(geo, geo.images_per_chunk(), [&](std::size_t n0, std::size_t n1) {
       float* buf = pad ? padded(d.channels * d.height * d.width) : nullptr;
       for (std::size_t n = n0; n < n1; ++n) {
@@ -376,7 +400,7 @@ void conv2d_forward(const RunContext&, const Conv2d& g, const float* x, const fl
           pad_planes(image, g.in_channels, g.height, g.width, g.pad_h, g.pad_w, buf);
           image = buf;
         }
-        direct_conv(d, image, w, b, y + n * geo.out_image);
+        direct_conv(d, packed, image, b, y + n * geo.out_image);
       }
     });
     return;

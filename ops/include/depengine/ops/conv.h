@@ -10,8 +10,8 @@
 // b (out_channels,), y (batch, out_channels, out_h(), out_w()), all row-major.
 // The CPU kernels lower each image to columns (im2col) and multiply with OpenBLAS
 // (cblas_sgemm, one thread) in oneTBB tasks of fixed image chunks, inside the caller's
-// arena; the forward pass of a stride-1 convolution with few taps (a first layer's) runs
-// as a direct convolution instead (AVX2, where the CPU has it). Every output element is computed by the same sequence of operations whatever the
+// arena; the forward pass of a stride-1 convolution with at most 512 taps
+// (in_channels·kh·kw) runs as a direct convolution instead (AVX2, where the CPU has it). Every output element is computed by the same sequence of operations whatever the
 // thread count (the weight gradient sums its per-chunk partial products in chunk order), so
 // results are bitwise reproducible. Thread-safe: calls share no state.
 #pragma once
