@@ -331,26 +331,20 @@ bool have_avx2_fma() {
   static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   return yes;
 }
-#endif
 
 // Whether the direct convolution takes this geometry: stride 1, output rows of at least 8
 // (the vector width), and at most kDirectTaps taps (in_channels·kh·kw; measured at 9 and
 // 288, the two layers of MNIST's CNN). Thread CPU time of one thread, medians, the same
 // binary: conv 1→32 on 64 images 1.5–2.0 ms against 2.3–2.6 ms for im2col + sgemm (whose
 // inner dimension, 9, leaves the product bound by streaming the columns); conv 32→64 on 8
-// images 46–49 GFLOP/s against 35–40. A direct full convolution for the data gradient (dy
-// padded, the kernel flipped) measured slower than GEMM + col2im with an earlier version of
-// this loop (its padded rows multiply zeros) and is not used.
+// images 46–51 GFLOP/s against 35–50 (4 rounds). A direct full convolution for the data
+// gradient (dy padded, the kernel flipped) measured slower than GEMM + col2im with an
+// earlier version of this loop (its padded rows multiply zeros) and is not used.
 constexpr std::size_t kDirectTaps = 512;
 
 bool direct_forward(const Geometry& geo) {
-#if DEPENGINE_CONV_DIRECT
   return have_avx2_fma() && geo.g.stride_h == 1 && geo.g.stride_w == 1 && geo.ow >= 8 &&
          geo.taps <= kDirectTaps && !geo.pointwise();
-#else
-  (void)geo;
-  return false;
-#endif
 }
 
 // Copies the planes (channels, height, width) into (channels, height + 2·ph, width + 2·pw)
@@ -373,6 +367,7 @@ float* padded(std::size_t n) {
   if (buffer.size() < n) buffer.resize(n);
   return buffer.data();
 }
+#endif
 
 template <class Body>
 void per_image_chunks(const Geometry& geo, std::size_t per_chunk, const Body& body) {
