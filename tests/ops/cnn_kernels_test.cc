@@ -119,6 +119,11 @@ TEST(OpsConv, ForwardMatchesDirectLoop) {
     std::vector<float> y(want.size());
     cpu::conv2d_forward(kCtx, g, d.x.data(), d.w.data(), d.b.data(), y.data());
     expect_near(y, want, "forward");
+    // relu fused: the plain forward's outputs through the elementwise relu's select, bitwise.
+    std::vector<float> r(want.size());
+    cpu::conv2d_forward(kCtx, g, d.x.data(), d.w.data(), d.b.data(), r.data(), true);
+    for (float& v : y) v = v > 0.0f ? v : 0.0f;
+    EXPECT_EQ(std::memcmp(r.data(), y.data(), y.size() * sizeof(float)), 0) << "relu";
     // No bias.
     cpu::conv2d_forward(kCtx, g, d.x.data(), d.w.data(), nullptr, y.data());
     for (std::size_t yi = 0; yi < want.size(); ++yi) want[yi] -= d.b[yi / (d.oh * d.ow) % g.out_channels];

@@ -253,7 +253,7 @@ template <int NK, int V>
 __attribute__((target("avx2,fma"))) void direct_tile(const Direct& d, const float* in,
                                                       const float* wp, const float* bias,
                                                       int nk, float* out, std::size_t y,
-                                                      std::size_t x0) {
+                                                      std::size_t x0, bool relu) {
   __m256 acc[NK][V];
 #pragma GCC unroll 16
   for (int a = 0; a < NK; ++a) {
@@ -280,17 +280,23 @@ __attribute__((target("avx2,fma"))) void direct_tile(const Direct& d, const floa
   }
   const std::size_t plane = d.oh() * d.ow();
   float* o = out + y * d.ow() + x0;
+  // max(acc, 0) is acc > 0 ? acc : 0 (MAXPS returns its second operand unless the first is
+  // greater), the elementwise relu's select, NaN and −0 included.
+  const __m256 zero = _mm256_setzero_ps();
 #pragma GCC unroll 16
   for (int a = 0; a < NK; ++a) {
     if (a >= nk) break;
 #pragma GCC unroll 4
-    for (int v = 0; v < V; ++v) _mm256_storeu_ps(o + a * plane + 8 * v, acc[a][v]);
+    for (int v = 0; v < V; ++v) {
+      const __m256 r = relu ? _mm256_max_ps(acc[a][v], zero) : acc[a][v];
+      _mm256_storeu_ps(o + a * plane + 8 * v, r);
+    }
   }
 }
 
 template <int V>
 void direct_rows(const Direct& d, const float* in, const float* wp, const float* bias,
-                 float* out, std::size_t x0) {
+                 float* out, std::size_t x0, bool relu) {
   constexpr int kNk = channels_per_tile(V);
   const std::size_t plane = d.oh() * d.ow();
   for (std::size_t k0 = 0; k0 < d.out_channels; k0 += kNk) {
@@ -298,7 +304,7 @@ void direct_rows(const Direct& d, const float* in, const float* wp, const float*
     const float* bk = bias ? bias + k0 : nullptr;
     const float* wk = wp + (k0 / kNk) * d.taps() * kNk;
     for (std::size_t y = 0; y < d.oh(); ++y) {
-      direct_tile<kNk, V>(d, in, wk, bk, nk, out + k0 * plane, y, x0);
+      direct_tile<kNk, V>(d, in, wk, bk, nk, out + k0 * plane, y, x0, relu);
     }
   }
 }
@@ -316,14 +322,14 @@ struct PackedWeights {
 };
 
 // One image: in (channels, height, width) → out (out_channels, oh, ow), ow >= 8; bias
-// (out_channels) or nullptr.
+// (out_channels) or nullptr; relu applied as each output is stored.
 void direct_conv(const Direct& d, const PackedWeights& w, const float* in, const float* bias,
-                 float* out) {
+                 float* out, bool relu) {
   for (const Group& g : w.groups) {
     const float* wp = w.by_vectors[g.vectors - 1].data();
-    if (g.vectors == 3) direct_rows<3>(d, in, wp, bias, out, g.x0);
-    if (g.vectors == 2) direct_rows<2>(d, in, wp, bias, out, g.x0);
-    if (g.vectors == 1) direct_rows<1>(d, in, wp, bias, out, g.x0);
+    if (g.vectors == 3) direct_rows<3>(d, in, wp, bias, out, g.x0, relu);
+    if (g.vectors == 2) direct_rows<2>(d, in, wp, bias, out, g.x0, relu);
+    if (g.vectors == 1) direct_rows<1>(d, in, wp, bias, out, g.x0, relu);
   }
 }
 
@@ -377,7 +383,7 @@ void per_image_chunks(const Geometry& geo, std::size_t per_chunk, const Body& bo
 }  // namespace
 
 void conv2d_forward(const RunContext&, const Conv2d& g, const float* x, const float* w,
-                    const float* b, float* y) {
+                    const float* b, float* y, bool relu) {
   check_conv2d("conv2d_forward", g);
   pin_blas_threads();
   const Geometry geo(g);
@@ -395,7 +401,7 @@ void conv2d_forward(const RunContext&, const Conv2d& g, const float* x, const fl
           pad_planes(image, g.in_channels, g.height, g.width, g.pad_h, g.pad_w, buf);
           image = buf;
         }
-        direct_conv(d, packed, image, b, y + n * geo.out_image);
+        direct_conv(d, packed, image, b, y + n * geo.out_image, relu);
       }
     });
     return;
@@ -416,6 +422,10 @@ void conv2d_forward(const RunContext&, const Conv2d& g, const float* x, const fl
           const float bias = b[k];
           for (std::size_t p = 0; p < geo.spatial; ++p) row[p] += bias;
         }
+      }
+      if (relu) {
+        float* __restrict o = out;
+        for (std::size_t p = 0; p < geo.out_image; ++p) o[p] = o[p] > 0.0f ? o[p] : 0.0f;
       }
     }
   });

@@ -39,9 +39,11 @@ void check_conv2d(const char* op, const Conv2d& g);
 
 namespace cpu {
 
-// y = conv(x, w) + b; b may be nullptr (no bias).
+// y = conv(x, w) + b; b may be nullptr (no bias). With relu, y = max(that, 0) as the
+// elementwise relu computes it (y > 0 ? y : 0), applied before each output is stored (the
+// CUDA twin has no relu: a GPU array composes convolution and relu).
 void conv2d_forward(const RunContext& ctx, const Conv2d& g, const float* x, const float* w,
-                    const float* b, float* y);
+                    const float* b, float* y, bool relu = false);
 // dx = the gradient of the forward's y with respect to x, given dy (overwritten, not added).
 void conv2d_backward_data(const RunContext& ctx, const Conv2d& g, const float* dy,
                           const float* w, float* dx);
