@@ -131,6 +131,45 @@ NDArray convolution(const NDArray& x, const NDArray& w, const NDArray& b, Size2 
   return y;
 }
 
+NDArray convolution_relu(const NDArray& x, const NDArray& w, const NDArray& b, Size2 stride,
+                         Size2 pad) {
+  const char* op = "convolution_relu";
+  Chunk& cx = b.defined() ? same_place(op, {&x, &w, &b}) : same_place(op, {&x, &w});
+  if (!cx.device.is_cpu()) return nd::relu(convolution(x, w, b, stride, pad));
+  const ops::Conv2d g = conv_geometry(op, x.shape(), w.shape(), stride, pad);
+  if (b.defined() && b.shape() != Shape{g.out_channels}) {
+    throw Error("convolution_relu: bias of shape " + shape_str(b.shape()) +
+                " does not match weight " + shape_str(w.shape()) + " (expected (" +
+                std::to_string(g.out_channels) + ",))");
+  }
+  NDArray y = ArrayInternals::make(*cx.engine, conv_out_shape(g), cx.device, op);
+  const float* px = cx.data;
+  const float* pw = chunk(w).data;
+  const float* pb = b.defined() ? chunk(b).data : nullptr;
+  float* py = chunk(y).data;
+  std::vector<Var> reads{cx.var, chunk(w).var};
+  if (b.defined()) reads.push_back(chunk(b).var);
+  cx.engine->push(
+      [=](const RunContext& ctx) { ops::cpu::conv2d_forward(ctx, g, px, pw, pb, py, true); },
+      reads, {chunk(y).var}, {.name = op});
+  if (ag::should_record({&x, &w, &b})) {
+    const bool hx = has_history(x), hw = has_history(w), hb = has_history(b);
+    std::vector<NDArray> inputs{x, w};
+    if (b.defined()) inputs.push_back(b);
+    ag::record_op(op, inputs, {&y}, {x, w, y},
+                  [=, xs = x.shape(), ws = w.shape(), with_bias = b.defined()](
+                      const ag::Saved& s, const std::vector<NDArray>& dy) {
+                    const NDArray dz = relu_backward(s[2], dy[0]);
+                    std::vector<NDArray> grads{
+                        hx ? convolution_backward_data(dz, s[1], xs, stride, pad) : NDArray(),
+                        hw ? convolution_backward_weight(s[0], dz, ws, stride, pad) : NDArray()};
+                    if (with_bias) grads.push_back(hb ? convolution_backward_bias(dz) : NDArray());
+                    return grads;
+                  });
+  }
+  return y;
+}
+
 NDArray convolution_backward_data(const NDArray& dy, const NDArray& w, const Shape& x_shape,
                                   Size2 stride, Size2 pad) {
   const char* op = "convolution_backward_data";

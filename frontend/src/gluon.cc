@@ -600,7 +600,10 @@ NDArray Conv2D::forward(const NDArray& x) {
   require_window(*this, x, kernel_, padding_);
   weight_->set_shape({channels_, x.shape()[1], kernel_[0], kernel_[1]});
   const NDArray& w = weight_->data();
-  const NDArray y = nd::convolution(x, w, bias_ ? bias_->data() : NDArray(), strides_, padding_);
+  const NDArray b = bias_ ? bias_->data() : NDArray();
+  // relu fused into the convolution's op on the CPU (one op and one tape entry fewer).
+  if (activation_ == "relu") return nd::convolution_relu(x, w, b, strides_, padding_);
+  const NDArray y = nd::convolution(x, w, b, strides_, padding_);
   return activation_.empty() ? y : activate(activation_, y);
 }
 

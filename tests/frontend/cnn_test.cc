@@ -554,6 +554,38 @@ TEST(CnnAutograd, SameGradientBitsOnEveryEngineWorkerCountAndSimulatedGpu) {
   }
 }
 
+// convolution_relu against relu(convolution): the output and the gradients of x, w and b
+// for one head gradient, on a direct-convolution geometry (stride 1, padded) and a GEMM one
+// (stride 2), on the naive engine and on 2 workers.
+std::vector<std::vector<float>> conv_relu_step(bool fused, nd::Size2 stride) {
+  std::vector<NDArray> p{nd::array(reals(2 * 3 * 10 * 12, 51), {2, 3, 10, 12}),
+                         nd::array(reals(5 * 3 * 3 * 3, 52), {5, 3, 3, 3}),
+                         nd::array(reals(5, 53), {5})};
+  for (NDArray& a : p) a.attach_grad();
+  NDArray y;
+  {
+    autograd::RecordScope record;
+    y = fused ? nd::convolution_relu(p[0], p[1], p[2], stride, {1, 1})
+              : nd::relu(nd::convolution(p[0], p[1], p[2], stride, {1, 1}));
+  }
+  autograd::backward({y}, {nd::array(reals(y.size(), 54), y.shape())});
+  std::vector<std::vector<float>> out{y.to_vector()};
+  for (const NDArray& a : p) out.push_back(a.grad().to_vector());
+  return out;
+}
+
+TEST(CnnAutograd, ConvolutionReluIsReluOfConvolutionBitForBit) {
+  for (const char* kind : {"naive", "threaded"}) {
+    SCOPED_TRACE(kind);
+    auto e = Engine::create(kind, {.cpu_threads = 2});
+    EngineScope use(*e);
+    for (nd::Size2 stride : {nd::Size2{1, 1}, nd::Size2{2, 2}}) {
+      SCOPED_TRACE(stride[0]);
+      expect_same_bits(conv_relu_step(true, stride), conv_relu_step(false, stride));
+    }
+  }
+}
+
 TEST(CnnOps, FixedGammaGradientLivesOnTheInputsEngine) {
   auto e = Engine::create("threaded", {.cpu_threads = 2});
   NDArray x, dy, gamma, beta, rm, rv;

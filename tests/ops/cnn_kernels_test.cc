@@ -92,6 +92,19 @@ const Conv2d kConvCases[] = {
     {.batch = 2, .in_channels = 2, .height = 6, .width = 6, .out_channels = 2, .kernel_h = 2, .kernel_w = 2,
      .stride_h = 2, .stride_w = 2},
     {.batch = 1, .in_channels = 1, .height = 3, .width = 3, .out_channels = 1, .kernel_h = 3, .kernel_w = 3},
+    // Stride 1, few taps and rows of at least 8 outputs: the forward's direct convolution
+    // (on AVX2 CPUs), with rows of 3, 2+2 and 1 vectors (the last one overlapping where 8
+    // does not divide the width), channel counts that leave partial tiles, and padding.
+    {.batch = 2, .in_channels = 3, .height = 5, .width = 26, .out_channels = 5, .kernel_h = 3, .kernel_w = 3},
+    {.batch = 2, .in_channels = 2, .height = 9, .width = 30, .out_channels = 13, .kernel_h = 2, .kernel_w = 5,
+     .pad_w = 2},
+    {.batch = 3, .in_channels = 1, .height = 12, .width = 28, .out_channels = 9, .kernel_h = 3, .kernel_w = 3,
+     .pad_h = 1, .pad_w = 1},
+    {.batch = 1, .in_channels = 4, .height = 6, .width = 10, .out_channels = 10, .kernel_h = 3, .kernel_w = 3},
+    {.batch = 1, .in_channels = 2, .height = 4, .width = 11, .out_channels = 3, .kernel_h = 1, .kernel_w = 2},
+    // Rows of 20 and 12: fewer than 8 per vector of the row's ⌈ow/8⌉ (groups of 2 + 1, 1 + 1).
+    {.batch = 1, .in_channels = 3, .height = 5, .width = 22, .out_channels = 7, .kernel_h = 3, .kernel_w = 3},
+    {.batch = 2, .in_channels = 1, .height = 3, .width = 14, .out_channels = 2, .kernel_h = 3, .kernel_w = 3},
 };
 
 TEST(OpsConv, ForwardMatchesDirectLoop) {
@@ -106,6 +119,11 @@ TEST(OpsConv, ForwardMatchesDirectLoop) {
     std::vector<float> y(want.size());
     cpu::conv2d_forward(kCtx, g, d.x.data(), d.w.data(), d.b.data(), y.data());
     expect_near(y, want, "forward");
+    // relu fused: the plain forward's outputs through the elementwise relu's select, bitwise.
+    std::vector<float> r(want.size());
+    cpu::conv2d_forward(kCtx, g, d.x.data(), d.w.data(), d.b.data(), r.data(), true);
+    for (float& v : y) v = v > 0.0f ? v : 0.0f;
+    EXPECT_EQ(std::memcmp(r.data(), y.data(), y.size() * sizeof(float)), 0) << "relu";
     // No bias.
     cpu::conv2d_forward(kCtx, g, d.x.data(), d.w.data(), nullptr, y.data());
     for (std::size_t yi = 0; yi < want.size(); ++yi) want[yi] -= d.b[yi / (d.oh * d.ow) % g.out_channels];
@@ -163,11 +181,7 @@ void expect_same_bits(const std::vector<float>& a, const std::vector<float>& b, 
   EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << what;
 }
 
-TEST(OpsConv, SameBitsOnOneAndTwoThreads) {
-  // 20 images of 115 Ki multiply-adds: several chunks of images, and several partial
-  // weight gradients.
-  const Conv2d g{.batch = 20, .in_channels = 8, .height = 12, .width = 12, .out_channels = 16,
-                 .kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1};
+void expect_conv_same_bits(const Conv2d& g) {
   const ConvData d = conv_data(g, 7);
   auto run = [&](int threads) {
     std::vector<float> y(d.dy.size()), dx(d.x.size()), dw(d.w.size()), db(d.b.size());
@@ -182,6 +196,17 @@ TEST(OpsConv, SameBitsOnOneAndTwoThreads) {
   const auto one = run(1), two = run(2);
   const char* names[] = {"forward", "backward data", "backward weight", "backward bias"};
   for (std::size_t i = 0; i < one.size(); ++i) expect_same_bits(one[i], two[i], names[i]);
+}
+
+TEST(OpsConv, SameBitsOnOneAndTwoThreads) {
+  // 20 images of 115 Ki multiply-adds: several chunks of images, and several partial
+  // weight gradients.
+  expect_conv_same_bits({.batch = 20, .in_channels = 8, .height = 12, .width = 12,
+                         .out_channels = 16, .kernel_h = 3, .kernel_w = 3, .pad_h = 1,
+                         .pad_w = 1});
+  // MNIST's first layer (1 → 32, 3×3 on 28×28): the direct forward.
+  expect_conv_same_bits({.batch = 24, .in_channels = 1, .height = 28, .width = 28,
+                         .out_channels = 32, .kernel_h = 3, .kernel_w = 3});
 }
 
 // ---- pooling -----------------------------------------------------------------------------
@@ -248,6 +273,13 @@ const Pool2d kPoolCases[] = {
      .pad_h = 1, .pad_w = 1, .count_include_pad = false},
     // Global pooling.
     {.batch = 3, .channels = 4, .height = 5, .width = 3, .kernel_h = 5, .kernel_w = 3},
+    // Windows that tile the plane (stride = kernel, no padding), with rows and columns left
+    // over below and right of the last windows: the max gradient writes every element of
+    // dx (which starts at 7 in the test), zeros included.
+    {.batch = 2, .channels = 3, .height = 7, .width = 5, .kernel_h = 2, .kernel_w = 2, .stride_h = 2, .stride_w = 2},
+    {.batch = 1, .channels = 2, .height = 11, .width = 10, .kernel_h = 3, .kernel_w = 3, .stride_h = 3, .stride_w = 3},
+    // Overlapping windows without padding.
+    {.batch = 1, .channels = 2, .height = 7, .width = 9, .kernel_h = 3, .kernel_w = 3, .stride_h = 2, .stride_w = 2},
 };
 
 TEST(OpsPooling, MaxAndAvgMatchDirectLoop) {

@@ -70,6 +70,11 @@ using Size2 = std::array<std::size_t, 2>;
 // (N, K, (H + 2·pad − kh) / stride + 1, (W + 2·pad − kw) / stride + 1). Dilation 1.
 NDArray convolution(const NDArray& x, const NDArray& w, const NDArray& b, Size2 stride = {1, 1},
                     Size2 pad = {0, 0});
+// relu(convolution(x, w, b, stride, pad)), bit for bit: on the CPU one op (the relu applied
+// as the kernel stores each output, no pass of its own) and one tape entry whose gradient is
+// relu_backward(y, dy) then the convolution's; on a GPU composed of the two.
+NDArray convolution_relu(const NDArray& x, const NDArray& w, const NDArray& b,
+                         Size2 stride = {1, 1}, Size2 pad = {0, 0});
 // The gradients of convolution given dy (its output's shape): with respect to x (of shape
 // `x_shape`), to w (of shape `w_shape`), and to b ((K,): dy summed over N, H and W).
 NDArray convolution_backward_data(const NDArray& dy, const NDArray& w, const Shape& x_shape,

@@ -88,12 +88,20 @@ void max_unpadded(const Pool2d& g, std::size_t oh, std::size_t ow, const float* 
   }
 }
 
+// Whether the windows tile the plane without overlapping (stride = kernel, as in the usual
+// 2×2 max-pooling): every input row belongs to at most one row of windows.
+bool tiles(const Pool2d& g) { return g.stride_h == g.kernel_h && g.stride_w == g.kernel_w; }
+
 // The max-pooling gradient without padding: each window's first maximum (argmax's rule, by
 // the same selects as max_unpadded) gets the window's dy, in row-major window order. The
 // maxima of a row of windows are found together (the selects vectorize across windows), then
-// the gradients are added one window after another.
+// the gradients are added one window after another. dst is zero beforehand, except where the
+// windows tile the plane: then each row of windows zeroes its own input rows just before
+// adding into them (while they are in cache), and the rows below the last window row are
+// zeroed at the end, so the plane is written once instead of filled and then updated.
 void max_backward_unpadded(const Pool2d& g, std::size_t oh, std::size_t ow, const float* plane,
                            const float* grad, float* dst) {
+  const bool tiled = tiles(g);
   thread_local std::vector<float> best;
   thread_local std::vector<std::uint32_t> offset;  // from the window's origin; < kh·width
   if (best.size() < ow) {
@@ -114,15 +122,19 @@ void max_backward_unpadded(const Pool2d& g, std::size_t oh, std::size_t ow, cons
         const auto here = static_cast<std::uint32_t>(r * g.width + c);
         for (std::size_t j = 0; j < ow; ++j) {
           const float v = row[j * g.stride_w + c];
-          const bool take = v > m[j] || (v != v && m[j] == m[j]);
+          // Non-short-circuit & and |: a select without branches (with || and &&, g++
+          // branches on each comparison, and random data mispredicts half of them).
+          const bool take = (v > m[j]) | ((v != v) & (m[j] == m[j]));
           m[j] = take ? v : m[j];
           at[j] = take ? here : at[j];
         }
       }
     }
     float* out = dst + i * g.stride_h * g.width;
+    if (tiled) std::fill(out, out + g.kernel_h * g.width, 0.0f);
     for (std::size_t j = 0; j < ow; ++j) out[j * g.stride_w + at[j]] += grad[i * ow + j];
   }
+  if (tiled) std::fill(dst + oh * g.kernel_h * g.width, dst + g.height * g.width, 0.0f);
 }
 
 }  // namespace
@@ -169,11 +181,12 @@ void pool2d_backward(const RunContext&, Pool op, const Pool2d& g, const float* x
       const float* plane = x + p * in;
       const float* grad = dy + p * out;
       float* dst = dx + p * in;
-      std::fill(dst, dst + in, 0.0f);
       if (unpadded) {
+        if (!tiles(g)) std::fill(dst, dst + in, 0.0f);
         max_backward_unpadded(g, oh, ow, plane, grad, dst);
         continue;
       }
+      std::fill(dst, dst + in, 0.0f);
       for (std::size_t i = 0; i < oh; ++i) {
         for (std::size_t j = 0; j < ow; ++j) {
           const Window w = window(g, i, j);

@@ -10,7 +10,8 @@
 // b (out_channels,), y (batch, out_channels, out_h(), out_w()), all row-major.
 // The CPU kernels lower each image to columns (im2col) and multiply with OpenBLAS
 // (cblas_sgemm, one thread) in oneTBB tasks of fixed image chunks, inside the caller's
-// arena. Every output element is computed by the same sequence of operations whatever the
+// arena; the forward pass of a stride-1 convolution with at most 512 taps
+// (in_channels·kh·kw) runs as a direct convolution instead (AVX2, where the CPU has it). Every output element is computed by the same sequence of operations whatever the
 // thread count (the weight gradient sums its per-chunk partial products in chunk order), so
 // results are bitwise reproducible. Thread-safe: calls share no state.
 #pragma once
@@ -38,9 +39,11 @@ void check_conv2d(const char* op, const Conv2d& g);
 
 namespace cpu {
 
-// y = conv(x, w) + b; b may be nullptr (no bias).
+// y = conv(x, w) + b; b may be nullptr (no bias). With relu, y = max(that, 0) as the
+// elementwise relu computes it (y > 0 ? y : 0), applied before each output is stored (the
+// CUDA twin has no relu: a GPU array composes convolution and relu).
 void conv2d_forward(const RunContext& ctx, const Conv2d& g, const float* x, const float* w,
-                    const float* b, float* y);
+                    const float* b, float* y, bool relu = false);
 // dx = the gradient of the forward's y with respect to x, given dy (overwritten, not added).
 void conv2d_backward_data(const RunContext& ctx, const Conv2d& g, const float* dy,
                           const float* w, float* dx);
