@@ -38,7 +38,7 @@ class Notifier {
 
   // Announces the calling thread as a waiter; returns the key to commit with.
   Key prepare_wait() noexcept {
-    return epoch_of(state_.fetch_add(1, std::memory_order_seq_cst));
+    return generation_of(state_.fetch_add(1, std::memory_order_seq_cst));
   }
   // Withdraws the announcement: the condition held after all.
   void cancel_wait() noexcept { state_.fetch_sub(1, std::memory_order_relaxed); }
@@ -46,7 +46,7 @@ class Notifier {
   void commit_wait(Key key) {
     {
       std::unique_lock lk(mu_);
-      cv_.wait(lk, [&] { return epoch_of(state_.load(std::memory_order_relaxed)) != key; });
+      cv_.wait(lk, [&] { return generation_of(state_.load(std::memory_order_relaxed)) != key; });
     }
     state_.fetch_sub(1, std::memory_order_seq_cst);
   }
@@ -56,7 +56,7 @@ class Notifier {
     {
       std::unique_lock lk(mu_);
       notified = cv_.wait_until(
-          lk, deadline, [&] { return epoch_of(state_.load(std::memory_order_relaxed)) != key; });
+          lk, deadline, [&] { return generation_of(state_.load(std::memory_order_relaxed)) != key; });
     }
     // Sequentially consistent: after a timeout the caller checks its condition once more,
     // and a notifier that still counted it as a waiter woke no one else.
@@ -106,19 +106,22 @@ class Notifier {
   }
 
  private:
-  // The waiter count (low half) and the epoch (high half) share one word: a waiter's key is
-  // read in the same step that counts it, so a notify either comes after the key (and
-  // changes the epoch the waiter sleeps on) or before it (and the waiter's check, ordered
-  // after the notify's read-modify-write, sees the condition).
-  static constexpr std::uint64_t kEpoch = std::uint64_t{1} << 32;
-  static constexpr Key epoch_of(std::uint64_t s) noexcept { return static_cast<Key>(s >> 32); }
+  // The waiter count (low half) and the generation (high half: the count of notifies that
+  // found a waiter) share one word: a waiter's key is read in the same step that counts it,
+  // so a notify either comes after the key (and changes the generation the waiter sleeps on)
+  // or before it (and the waiter's check, ordered after the notify's read-modify-write, sees
+  // the condition). (Not to be confused with the threaded engine's wait_all epochs.)
+  static constexpr std::uint64_t kGeneration = std::uint64_t{1} << 32;
+  static constexpr Key generation_of(std::uint64_t s) noexcept {
+    return static_cast<Key>(s >> 32);
+  }
 
-  // Changes the epoch under the mutex, so that a waiter between its check and its sleep
+  // Changes the generation under the mutex, so that a waiter between its check and its sleep
   // cannot miss it; false (and nothing done) when nobody waits.
   bool bump() {
     if (static_cast<std::uint32_t>(state_.load(std::memory_order_seq_cst)) == 0) return false;
     std::lock_guard lk(mu_);
-    state_.fetch_add(kEpoch, std::memory_order_acq_rel);
+    state_.fetch_add(kGeneration, std::memory_order_acq_rel);
     return true;
   }
 

@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "accounting.h"
 #include "commute.h"
 #include "device_dispatch.h"
 #include "engine_core.h"
@@ -86,18 +87,6 @@ struct ReplayRun {
   std::atomic<std::size_t> left;  // ops not yet finished
 };
 
-// The ops pushed between two wait_all calls, with the ops they push while they run
-// (push_epoch). wait_all waits for the epochs that were open when it was called, so ops
-// pushed after the call from outside those epochs' ops never hold it.
-// `pending` counts them until they finish; it points into the engine's counter line
-// (ThreadedCore::Counters) for the first few epochs alive at once, else at `own`.
-struct Epoch {
-  std::atomic<std::size_t>* pending = &own;
-  int watchers = 0;  // wait_all calls waiting for it, under the push lock
-  int slot = -1;     // its slot in the counter line, or -1
-  std::atomic<std::size_t> own{0};
-};
-
 namespace {
 
 // The completion state of a stream op, with the epoch that its device work counts in.
@@ -107,23 +96,16 @@ class TrackedSync final : public GpuSync {
   Epoch* epoch = nullptr;
 };
 
-// The engine's counts in one word, so that finishing an op updates them with one atomic
-// operation: the low half counts ops in flight (pushed and not finished, plus stream work
-// not yet complete), the high half those that are active (ready, running, parked on device
-// work or with device work in flight). An op waiting in a var queue, or an async op whose
-// body returned and whose Completion has not been called, is in flight but not active.
-constexpr std::uint64_t kActive = std::uint64_t{1} << 32;
-constexpr std::size_t inflight_of(std::uint64_t s) noexcept { return s & (kActive - 1); }
-constexpr std::size_t active_of(std::uint64_t s) noexcept { return s >> 32; }
+constexpr std::uint64_t kActive = Accounting::kActive;
 
 class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSink {
  public:
   explicit ThreadedCore(const ResolvedOptions& o)
       : EngineCore(o),
+        counts_(o.max_inflight),
         devices_(o.sim_gpus, [this](Op* op, GpuLane& lane) { run_gpu(op, lane); },
                  [this](Op* op) { redispatch(op); }) {
     sched_.emplace(o.cpu_threads, *this);
-    open_epoch();
   }
 
   ~ThreadedCore() override { shutdown(); }
@@ -132,7 +114,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     check_not_in_op("wait_to_read");
     check_not_in_observer("wait_to_read");
     check_var(v, id(), "wait_to_read");
-    CountScope caller(*this, callers_);
+    auto caller = counts_.caller();
     Waiter w;
     OpPtr op(new Op(this, false, PushOptions{.name = "wait_to_read"}));
     op->waiter = &w;
@@ -141,42 +123,26 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     // As wait_all, the waiting thread runs queued ops until the var is ready.
     auto ready = [&] { return w.done.load(std::memory_order_seq_cst); };
     sched_->help(ready);
-    block_until(ready);
+    counts_.block_until(ready);
     if (w.failure) std::rethrow_exception(w.failure);
   }
 
   void wait_all() override {
     check_not_in_op("wait_all");
     check_not_in_observer("wait_all");
-    CountScope caller(*this, callers_);
+    auto caller = counts_.caller();
     std::vector<Epoch*> open;
     {
       std::lock_guard lk(push_mu_);
       combine_open_reductions();
-      for (const auto& e : epochs_) {
-        if (e->pending->load(std::memory_order_acquire) == 0) continue;
-        ++e->watchers;
-        open.push_back(e.get());
-      }
-      if (!open.empty() && open.back() == epoch_) open_epoch();  // for later pushes
+      open = counts_.watch_open_epochs();
     }
     if (!open.empty()) {
-      auto drained = [&] {
-        for (Epoch* e : open) {
-          if (e->pending->load(std::memory_order_seq_cst) != 0) return false;
-        }
-        return true;
-      };
+      auto drained = [&] { return Accounting::drained(open); };
       sched_->help(drained);
-      block_until(drained);
+      counts_.block_until(drained);
       std::lock_guard lk(push_mu_);
-      for (Epoch* e : open) --e->watchers;
-      std::erase_if(epochs_, [&](const std::unique_ptr<Epoch>& e) {
-        const bool done = e.get() != epoch_ && e->watchers == 0 &&
-                          e->pending->load(std::memory_order_acquire) == 0;
-        if (done && e->slot >= 0) free_epoch_slots_ |= 1u << e->slot;
-        return done;
-      });
+      counts_.unwatch(open);
     }
     if (std::exception_ptr failure = take_failure()) std::rethrow_exception(failure);
   }
@@ -229,7 +195,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
       gate.left.store(plan.gates[g].users, std::memory_order_relaxed);
     }
     std::lock_guard lk(push_mu_);
-    if (stage_.load() != Stage::running) return false;
+    if (counts_.stage() != Stage::running) return false;
     for (const ReplayPlan::Gate& g : plan.gates) {
       if (g.var->deleted) return false;
     }
@@ -237,8 +203,8 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     for (const ReplayPlan::Gate& g : plan.gates) {
       if (g.var->reduction_open) combine_reduction(g.var);
     }
-    Epoch* epoch = push_epoch();
-    epoch->pending->fetch_add(n, std::memory_order_relaxed);
+    Epoch* epoch = push_epoch(current_op());
+    Accounting::add_to_epoch(epoch, n);
     for (OpPtr& op : built) {
       op->seq = next_seq_++;
       op->stamp_versions();
@@ -246,7 +212,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
       op->epoch = epoch;
     }
     // Counted in flight before any op can run; active when found ready below.
-    note_pending(inflight_of(state_.fetch_add(n) + n));
+    note_pending(Accounting::inflight_of(counts_.raise(n)));
     ReadyList ready;
     for (std::size_t g = 0; g < plan.gates.size(); ++g) {
       ReplayGate& gate = run->gates[g];
@@ -266,7 +232,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
       r->active = true;
       active += kActive;
     });
-    if (active != 0) state_.fetch_add(active);
+    if (active != 0) counts_.raise(active);
     // Dispatched under the push lock, as enqueue does.
     ready.for_each([&](Op* r) { dispatch(r); });
     return true;
@@ -274,7 +240,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
 
   std::string_view kind() const noexcept override { return "threaded"; }
   bool ops_reference_vars() const noexcept override { return false; }
-  std::size_t pending() const noexcept override { return inflight_of(state_.load()); }
+  std::size_t pending() const noexcept override { return counts_.in_flight(); }
 
   void set_observer(std::shared_ptr<Observer> observer) override {
     check_not_in_observer("set_observer");
@@ -285,25 +251,23 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
   void shutdown() noexcept override {
     {
       std::lock_guard lk(push_mu_);
-      if (stage_.load() == Stage::stopped) return;
+      if (counts_.stage() == Stage::stopped) return;
       combine_open_reductions();  // pending work finishes at shutdown, reductions included
-      stage_.store(Stage::draining);
+      counts_.set_stage(Stage::draining);  // pushers held by back-pressure see it and leave
     }
-    wake();  // pushers held by back-pressure see the stage and leave
     // Drain. Running ops may still push, and delete_var is still accepted, so the engine is
     // stopped only once it is seen idle under the push lock (which also waits out a pusher
     // still dispatching the op it just pushed).
     for (;;) {
-      auto idle = [&] {
-        return inflight_of(state_.load()) == 0 && busy_.load() == 0 && callers_.load() == 0;
-      };
-      // The thread of an orphaned core only waits: it may run during std::exit, when a
-      // thread inside oneTBB's arena would race the library's own finalization.
-      if (!orphaned_.load()) sched_->help(idle);
-      block_until(idle);
+      auto idle = [&] { return counts_.idle(); };
+      // The thread of a core destroyed from inside its own op only waits: it may run during
+      // std::exit, when a thread inside oneTBB's arena would race the library's own
+      // finalization.
+      if (!destroyed_in_own_op_.load()) sched_->help(idle);
+      counts_.block_until(idle);
       std::lock_guard lk(push_mu_);
       if (idle()) {
-        stage_.store(Stage::stopped);
+        counts_.set_stage(Stage::stopped);
         break;
       }
     }
@@ -312,28 +276,29 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     devices_.stop();
     sched_.reset();
     // A call refused meanwhile may still be on its way out.
-    block_until([&] { return callers_.load() == 0; });
-    // The thread whose CountScope took a count to zero may still be notifying: it does so
-    // under exit_mu_, and the core may be deleted once this returns.
-    std::lock_guard lk(exit_mu_);
+    counts_.block_until([&] { return counts_.no_callers(); });
+    // The thread whose CountScope took a count to zero may still be notifying; the core may
+    // be deleted once this returns.
+    counts_.quiesce();
   }
 
   void shutdown_from_own_op() noexcept override {
     {
       std::lock_guard lk(push_mu_);
-      if (stage_.load() == Stage::running) stage_.store(Stage::draining);
+      if (counts_.stage() == Stage::running) counts_.set_stage(Stage::draining);
     }
-    wake();
     // Everything that can still run without the calling op (which stays active) finishes
     // first. This thread helps: with one worker, it is the only one.
     // A thread lent to the pool by a wait leaves it within kLinger once there is nothing to
     // run; std::exit must not go on while it is inside oneTBB's arena.
-    orphaned_.store(true);
-    idle_watch_.store(true);
-    auto only_caller = [&] { return active_of(state_.load()) <= 1 && !sched_->helped_elsewhere(); };
+    destroyed_in_own_op_.store(true);
+    counts_.watch_for_last_active();
+    auto only_caller = [&] { return counts_.active() <= 1 && !sched_->helped_elsewhere(); };
     while (!only_caller()) {
       sched_->help(only_caller);
-      block_until(only_caller, std::chrono::milliseconds(1));
+      // Bounded: helped_elsewhere() changes without a notify (a helping thread leaves help()
+      // within kLinger once there is nothing to run).
+      counts_.block_until(only_caller, std::chrono::milliseconds(1));
     }
   }
 
@@ -444,8 +409,8 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
       op->observer.reset();
       // The device work stays in flight and active, in the op's epoch, until it completes.
       sync->epoch = op->epoch;
-      sync->epoch->pending->fetch_add(1);
-      state_.fetch_add(1 + kActive);
+      Accounting::add_to_epoch(sync->epoch, 1);
+      counts_.raise(Accounting::kOneActive);
       stream.notify_when_done([sync](std::exception_ptr e) { sync->stream_done(std::move(e)); });
     }
     finish(op, Failure{std::move(error), op->seq}, {.original = failed});
@@ -462,38 +427,16 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
       }
     }
     if (f && sync.original() && !sync.failed_at_launch()) record_failure(sync.seq, f.error);
-    retire(static_cast<TrackedSync&>(sync).epoch, 1 + kActive);
+    counts_.retire(static_cast<TrackedSync&>(sync).epoch, 0 - Accounting::kOneActive);
   }
 
   void finish_async(Op* op, std::exception_ptr error) override {
-    CountScope busy(*this, busy_);
+    auto busy = counts_.busy();
     const bool failed = error != nullptr;
     finish(op, Failure{std::move(error), op->seq}, {.original = failed});
   }
 
  private:
-  // Counts a thread for shutdown to wait for, in `count`: one inside a blocking call
-  // (callers_), or an async body still running or a thread inside a Completion (busy_).
-  class CountScope {
-   public:
-    CountScope(ThreadedCore& e, std::atomic<int>& count) : e_(e), count_(count) {
-      count_.fetch_add(1);
-    }
-    // Decremented and notified under exit_mu_, which shutdown takes last: it cannot see the
-    // count reach zero and delete the engine while this thread still touches it. (Only
-    // async ops, wait_to_read's signal and blocking calls pay for the lock.)
-    ~CountScope() {
-      std::lock_guard lk(e_.exit_mu_);
-      if (count_.fetch_sub(1) == 1) e_.waits_.notify_all();
-    }
-    CountScope(const CountScope&) = delete;
-    CountScope& operator=(const CountScope&) = delete;
-
-   private:
-    ThreadedCore& e_;
-    std::atomic<int>& count_;
-  };
-
   void check_gpu_queue(Device device, Lane lane) override { devices_.lane_for(device, lane); }
 
   // All-or-nothing: everything that can throw (back-pressure refusal, shutdown refusal, a
@@ -504,14 +447,14 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     // A frontend push into a bounded engine reserves its place first, and may wait for it.
     // Pushes made by running ops never wait (that could stall every worker).
     const bool reserved = counted && options_.max_inflight != 0 && running == nullptr;
-    if (reserved) reserve(*op);
+    if (reserved) counts_.reserve([&] { return op->call_name(); });
     std::lock_guard lk(push_mu_);
     try {
-      check_admission(stage_.load(), *op, to_delete != nullptr, owns(running));
+      check_admission(counts_.stage(), *op, to_delete != nullptr, owns(running));
       op->check_not_deleted();
       check_reductions(*op);
     } catch (...) {
-      if (reserved) retire(nullptr, 1 + kActive);
+      if (reserved) counts_.retire(nullptr, 0 - Accounting::kOneActive);
       throw;
     }
     if (to_delete) to_delete->deleted = true;
@@ -524,18 +467,19 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
       var_add_ref(v);
       open_reductions_.emplace(v, Var(v));
     });
-    enqueue(std::move(op), counted, reserved);
+    enqueue(std::move(op), counted, reserved, running);
   }
 
   // Registers and grants a checked op, dispatching it when every access was granted. Call
   // under the push lock.
-  void enqueue(OpPtr op, bool counted, bool reserved) {
+  // `running`: the op the pushing thread runs, if any (current_op()).
+  void enqueue(OpPtr op, bool counted, bool reserved, const Op* running) {
     op->seq = next_seq_++;
     op->stamp_versions();
     op->observe_push(observer_);
     if (counted) {
-      op->epoch = push_epoch();
-      op->epoch->pending->fetch_add(1, std::memory_order_relaxed);
+      op->epoch = push_epoch(running);
+      Accounting::add_to_epoch(op->epoch, 1);
     }
     const int n = static_cast<int>(op->acc.size());
     op->wait.store(n + 1, std::memory_order_relaxed);
@@ -552,14 +496,13 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     if (counted) {
       std::uint64_t after;
       if (reserved) {
-        after = all_granted ? state_.load() : state_.fetch_sub(kActive) - kActive;
+        // The provisional activity of the reservation goes when the op must wait.
+        after = all_granted ? counts_.state() : counts_.retire(nullptr, 0 - kActive);
       } else {
-        const std::uint64_t add = 1 + (all_granted ? kActive : 0);
-        after = state_.fetch_add(add) + add;
+        after = counts_.raise(all_granted ? Accounting::kOneActive : Accounting::kOne);
       }
       op->active = all_granted;
-      note_pending(inflight_of(after));
-      if (reserved && !all_granted) wake_after(after + kActive, after, 1);
+      note_pending(Accounting::inflight_of(after));
     }
     // Dispatched under the push lock: shutdown takes it once idle, so no pusher is still
     // inside the pool or a lane when they stop.
@@ -571,94 +514,9 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     if (waited == granted + 1) {
       if (counted && !raw->active) {
         raw->active = true;
-        state_.fetch_add(kActive);
+        counts_.raise(kActive);
       }
       dispatch(raw);
-    }
-  }
-
-  // Back-pressure: takes one place among max_inflight, waiting while the bound is reached and
-  // some op is active. When none is, every op in flight waits for a Completion that only a
-  // thread outside the engine can call — possibly this one — so the push goes through
-  // instead of deadlocking (an async op's completing thread may push follow-up work before
-  // done()). Places are taken by compare-and-swap, so the bound holds with many pushers.
-  void reserve(const Op& op) {
-    const std::size_t bound = options_.max_inflight;
-    std::uint64_t s = state_.load();
-    for (;;) {
-      if (inflight_of(s) < bound || active_of(s) == 0) {
-        if (state_.compare_exchange_weak(s, s + 1 + kActive)) return;
-        continue;
-      }
-      CountScope caller(*this, callers_);
-      block_until([&] {
-        s = state_.load();
-        return inflight_of(s) < bound || active_of(s) == 0 || stage_.load() != Stage::running;
-      });
-      if (stage_.load() != Stage::running) {
-        throw Error(op.call_name() + ": the engine is shutting down");
-      }
-    }
-  }
-
-  // Subtracts `counts` (ops in flight and activity, as in state_) and, for a counted op, one
-  // from `epoch`.
-  void retire(Epoch* epoch, std::uint64_t counts) {
-    retire_delta(epoch, std::uint64_t{0} - counts);
-  }
-
-  // Applies `delta` (added modulo 2^64: counts leave and newly ready ops become active in
-  // one step) after decrementing `epoch`, and wakes the waiters whose condition may have
-  // become true.
-  void retire_delta(Epoch* epoch, std::uint64_t delta) {
-    std::size_t epoch_left = 1;
-    if (epoch) {
-      const std::size_t pending = epoch->pending->fetch_sub(1);
-      DEPENGINE_INVARIANT(pending >= 1, "an epoch's pending count went negative");
-      epoch_left = pending - 1;
-    }
-    const std::uint64_t before = state_.fetch_add(delta);
-    DEPENGINE_INVARIANT(inflight_of(before + delta) < (kActive >> 1) &&
-                            active_of(before + delta) < (kActive >> 1),
-                        "the count of ops in flight or active went negative");
-    wake_after(before, before + delta, epoch_left);
-  }
-
-  // Notifying on every op would cost a fence per op and, with a waiter, a wake-up and a
-  // context switch, so only the transitions a waiter can be waiting for notify: in flight
-  // reaching zero (shutdown), an epoch draining (wait_all), and for back-pressure the count
-  // dropping under the bound or activity reaching zero. (The conditions are sequentially
-  // consistent atomics, as the Notifier protocol needs.)
-  void wake_after(std::uint64_t before, std::uint64_t after, std::size_t epoch_left) {
-    const std::size_t bound = options_.max_inflight;
-    const bool needed =
-        inflight_of(after) == 0 || epoch_left == 0 ||
-        (bound != 0 && ((inflight_of(before) >= bound && inflight_of(after) < bound) ||
-                        (active_of(before) > 0 && active_of(after) == 0))) ||
-        (idle_watch_.load() && active_of(after) <= 1);
-    if (needed) wake();
-  }
-
-  void wake() { waits_.notify_all(); }
-
-  // Sleeps until `pred` holds (Notifier protocol: every change a waiter can wait for is
-  // followed by wake() or wake_after()).
-  template <class Pred>
-  void block_until(Pred&& pred) {
-    waits_.wait(pred);
-  }
-
-  // As block_until, for `timeout` at most.
-  template <class Pred, class Duration>
-  void block_until(Pred&& pred, Duration timeout) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (!pred()) {
-      const Notifier::Key key = waits_.prepare_wait();
-      if (pred()) {
-        waits_.cancel_wait();
-        return;
-      }
-      if (!waits_.commit_wait_until(key, deadline)) return;
     }
   }
 
@@ -677,10 +535,10 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     finish(op, Failure{}, {});
     // Counted busy before the waiter can return: shutdown then waits until this thread has
     // notified.
-    CountScope busy(*this, busy_);
+    auto busy = counts_.busy();
     w->failure = std::move(failure);
     w->done.store(true, std::memory_order_seq_cst);
-    wake();
+    counts_.notify();
   }
 
   // Releases an access of `kind` to `v` and collects the ops its grants make ready.
@@ -795,7 +653,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     });
     if (was_active) delta -= kActive;
     if (counted) delta -= 1;
-    if (counted || delta != 0) retire_delta(counted ? epoch : nullptr, delta);
+    if (counted || delta != 0) counts_.retire(counted ? epoch : nullptr, delta);
     // The continuation offered to the scheduler is the most urgent ready CPU op; it keeps it
     // only when nothing more urgent is queued (Scheduler::keep_continuation).
     Op* next = nullptr;
@@ -818,11 +676,11 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
   // that only some other thread can call.
   // The body also counts in the op's epoch, so that wait_all sees what it throws after done().
   void run_async(Op* op, const RunContext& ctx) {
-    CountScope busy(*this, busy_);
+    auto busy = counts_.busy();
     op->active = false;  // uncounted below, when the body returns, not by finish()
     const std::uint64_t seq = op->seq;
     Epoch* epoch = op->epoch;
-    epoch->pending->fetch_add(1);
+    Accounting::add_to_epoch(epoch, 1);
     {
       Completion done(op);
       CurrentOpScope scope(op);
@@ -838,7 +696,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
         }
       }
     }
-    retire(epoch, kActive);
+    counts_.retire(epoch, 0 - kActive);
   }
 
 
@@ -861,7 +719,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     auto entry = open_reductions_.find(v);
     const Var keep = std::move(entry->second);
     open_reductions_.erase(entry);
-    enqueue(make_combine_op(this, v, std::move(v->open_reduction)), true, false);
+    enqueue(make_combine_op(this, v, std::move(v->open_reduction)), true, false, current_op());
   }
 
   // wait_all's: every reduction still open is combined before the ops it waits for end.
@@ -888,49 +746,17 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
   // the var alive until its combining op is pushed).
   std::unordered_map<VarState*, Var> open_reductions_;
   std::shared_ptr<Observer> observer_;
-  std::vector<std::unique_ptr<Epoch>> epochs_;  // under push_mu_; the open ones
-  Epoch* epoch_ = nullptr;                      // where pushes count now
-  std::atomic<Stage> stage_{Stage::running};    // changed under push_mu_
 
   // The epoch a push made now counts in: a push made by a running op of this engine belongs
   // to that op's epoch (as MXNet's WaitForAll, a wait_all that waits for the op waits for
   // what it pushes; the op holds its epoch open until it finishes, after its pushes), any
-  // other the current one. Call under the push lock.
-  Epoch* push_epoch() const noexcept {
-    const Op* running = current_op();
-    return owns(running) && running->epoch ? running->epoch : epoch_;
+  // other the current one. `running`: current_op(). Call under the push lock.
+  Epoch* push_epoch(const Op* running) const noexcept {
+    return owns(running) && running->epoch ? running->epoch : counts_.current_epoch();
   }
 
-  // Starts a new epoch for the pushes to come, in a free slot of the counter line if any.
-  // Call under the push lock (or from the constructor).
-  void open_epoch() {
-    auto e = std::make_unique<Epoch>();
-    if (free_epoch_slots_ != 0) {
-      e->slot = std::countr_zero(free_epoch_slots_);
-      free_epoch_slots_ &= ~(1u << e->slot);
-      e->pending = &counters_.epoch_pending[e->slot];
-    }
-    epochs_.push_back(std::move(e));
-    epoch_ = epochs_.back().get();
-  }
-
-  // The counts every push and every finish update, on one cache line: the engine's state
-  // word and the pending counts of up to seven epochs (in practice the current one, and the
-  // one a wait_all is draining). An op's push and its finish then each move one line between
-  // cores instead of two.
-  static constexpr int kEpochSlots = 7;
-  struct alignas(64) Counters {
-    std::atomic<std::uint64_t> state{0};
-    std::atomic<std::size_t> epoch_pending[kEpochSlots] = {};
-  } counters_;
-  std::atomic<std::uint64_t>& state_ = counters_.state;
-  std::uint32_t free_epoch_slots_ = (1u << kEpochSlots) - 1;  // under push_mu_
-  std::atomic<int> busy_{0};     // async bodies running, threads inside a Completion
-  std::atomic<int> callers_{0};  // threads inside wait_all, wait_to_read, back-pressure
-  std::atomic<bool> idle_watch_{false};
-  std::atomic<bool> orphaned_{false};  // destroyed from inside its own op
-  Notifier waits_;     // wait_all, wait_to_read, back-pressure, shutdown
-  std::mutex exit_mu_;  // see CountScope
+  Accounting counts_;
+  std::atomic<bool> destroyed_in_own_op_{false};  // shutdown_from_own_op() was called
 
   // Stopped in this order by shutdown(): the device side, then the scheduler.
   std::optional<Scheduler> sched_;
