@@ -457,7 +457,7 @@ def test_trainer_states_round_trip(tmp_path):
     assert not numpy.array_equal(fresh_p.data().asnumpy(), q.data().asnumpy())
 
 
-def test_training_on_a_simulated_gpu_gives_the_cpu_bits():
+def test_training_on_a_simulated_gpu_matches_the_cpu():
     # Composed layers on the GPU (the fused ops are CPU-only), the fused updates' GPU path
     # and zero_grad's reset_arrays there. (relu's gradient uses a comparison, which the
     # frontend has on the CPU only, hence sigmoid.)
@@ -482,8 +482,12 @@ def test_training_on_a_simulated_gpu_gives_the_cpu_bits():
             return ([p.data().asnumpy() for p in net.collect_params().values()]
                     + [p.grad().asnumpy() for p in net.collect_params().values()])
 
+    # Not bitwise: on the CPU Dense is one fused op (sgemm with B transposed), on the device
+    # dot of a transposed copy; OpenBLAS picks its kernel by CPU model, and on some models the
+    # two call forms sum in another order (last-bit differences, ~3e-8 after 5 Adam steps).
+    # A wrong GPU path (a missed update, a gradient not reset) is off by far more.
     cpu = run(npx.cpu(), de.Engine("threaded", cpu_threads=2))
     gpu = run(npx.gpu(0), de.Engine("threaded", cpu_threads=2, sim_gpus=1))
     for a, b in zip(cpu, gpu):
-        numpy.testing.assert_array_equal(a, b)
-    assert not cpu[-1].any()
+        numpy.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+    assert not cpu[-1].any() and not gpu[-1].any()
