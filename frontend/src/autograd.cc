@@ -182,9 +182,9 @@ Grads walk(const char* fn, const std::vector<NDArray>& heads,
     // moved out to it, so a backward function may find itself their only holder (and reuse
     // their storage); grad() may return any node's, so it copies them.
     std::vector<NDArray> dy = direct ? std::move(grads[n]) : grads[n];
-    buffers.assign(n->inputs.size(), NDArray());
     bool any_buffer = false;
-    for (std::size_t i = 0; i < n->inputs.size(); ++i) {
+    if (!direct_vars.empty()) buffers.assign(n->inputs.size(), NDArray());
+    for (std::size_t i = 0; i < n->inputs.size() && !direct_vars.empty(); ++i) {
       const detail::Node* v = n->inputs[i].node.get();
       if (v && direct_vars.contains(v) && detail::same_shape(v->grad.shape(), n->input_shapes[i])) {
         buffers[i] = v->grad;
