@@ -220,7 +220,7 @@ class EngineHandle final : public Engine {
 
  protected:
   void push_op(const BodyBuilder& body, bool async, VarList reads, VarList writes,
-               PushOptions options) override {
+               PushOptions&& options) override {
     check_process(async ? "push_async" : "push");
     core_->push(body, async, reads, writes, std::move(options));
   }

@@ -39,7 +39,7 @@ class EngineCore : public OpSink {
 
   Var new_var() { return Var(new_var_state(id_)); }
   void push(const BodyBuilder& body, bool async, VarList reads, VarList writes,
-            PushOptions options) {
+            PushOptions&& options) {
     check_not_in_observer(async ? "push_async" : "push");
     if (recording_here()) {
       record_push(body, async, reads, writes, std::move(options));
@@ -49,7 +49,7 @@ class EngineCore : public OpSink {
   }
   // push without the recording check (segment.cc pushes recorded ops through it).
   void push_now(const BodyBuilder& body, bool async, VarList reads, VarList writes,
-                PushOptions options) {
+                PushOptions&& options) {
     OpPtr op = make_op(this, body, async, std::move(options), reads, writes, id_);
     if (op->opts.device.is_gpu()) check_gpu_queue(op->opts.device, op->opts.lane);
     submit(std::move(op), nullptr);

@@ -8,30 +8,14 @@
 #include <system_error>
 #include <vector>
 
-#include <oneapi/tbb/scalable_allocator.h>
-
 #include "depengine/running_op.h"
+#include "op_pool.h"
 #include "reduce.h"
 
 namespace depengine::detail {
 
-namespace {
-// Under a sanitizer the default allocator stays in place, so that ASan sees every op's
-// lifetime and TSan the synchronization of its reuse.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-void* scalable_new(std::size_t size) { return ::operator new(size); }
-void scalable_delete(void* p) noexcept { ::operator delete(p); }
-#else
-void* scalable_new(std::size_t size) {
-  if (void* p = scalable_malloc(size)) return p;
-  throw std::bad_alloc();
-}
-void scalable_delete(void* p) noexcept { scalable_free(p); }
-#endif
-}  // namespace
-
-void* Op::operator new(std::size_t size) { return scalable_new(size); }
-void Op::operator delete(void* p) noexcept { scalable_delete(p); }
+void* Op::operator new(std::size_t size) { return op_pool::allocate(size); }
+void Op::operator delete(void* p) noexcept { op_pool::release(p, sizeof(Op)); }
 
 namespace {
 std::atomic<std::uint64_t> g_next_engine_id{1};
@@ -46,7 +30,7 @@ void note_fork_in_child() noexcept {
 }
 
 bool& in_observer() noexcept {
-  thread_local bool in = false;
+  DEPENGINE_HOT_TLS thread_local bool in = false;
   return in;
 }
 
@@ -122,7 +106,7 @@ void check_not_in_observer(const char* what) {
 }
 
 Op*& current_op() noexcept {
-  thread_local Op* op = nullptr;
+  DEPENGINE_HOT_TLS thread_local Op* op = nullptr;
   return op;
 }
 
@@ -133,7 +117,7 @@ void check_not_in_op(const char* what) {
   }
 }
 
-OpPtr make_op(OpSink* sink, const BodyBuilder& body, bool async, PushOptions options,
+OpPtr make_op(OpSink* sink, const BodyBuilder& body, bool async, PushOptions&& options,
               VarList reads, VarList writes, std::uint64_t owner) {
   check_placement(options, async ? "push_async" : "push");
   OpPtr op(new Op(sink, async, std::move(options)));

@@ -14,6 +14,12 @@
 #include "var_queue.h"
 #include "var_state.h"
 
+// The engine's hot thread-locals (the running op, the observer and recording flags) use the
+// initial-exec model: read with one instruction instead of a call to __tls_get_addr on every
+// push and run. They are a few bytes, well within the static TLS that glibc keeps for
+// libraries loaded by dlopen (the Python extension loads the engine that way).
+#define DEPENGINE_HOT_TLS [[gnu::tls_model("initial-exec")]]
+
 namespace depengine::detail {
 
 class Op;
@@ -66,12 +72,12 @@ struct ReplayRun;
 
 class Op final : public CompletionTarget {
  public:
-  // From oneTBB's scalable allocator: ops are made on the pushing thread and freed on a
-  // worker, which the general-purpose allocator handles slowly.
+  // From the op pool (op_pool.h): ops are made on the pushing thread and freed on a worker,
+  // which a general-purpose allocator handles slowly.
   static void* operator new(std::size_t size);
   static void operator delete(void* p) noexcept;
 
-  Op(OpSink* sink, bool is_async, PushOptions o)
+  Op(OpSink* sink, bool is_async, PushOptions&& o)
       : opts(std::move(o)), async(is_async), sink_(sink) {}
 
   // Builds the body into the op's own storage when it fits, else on the heap.
@@ -207,7 +213,7 @@ using OpPtr = std::unique_ptr<Op, OpRelease>;
 // A pushed op: its body built from `body`, its accesses from the lists (set_accesses).
 // Throws Error for a device or lane that does not exist (Device::Kind and Lane values out of
 // range, a negative GPU, a CPU other than 0).
-OpPtr make_op(OpSink* sink, const BodyBuilder& body, bool async, PushOptions options,
+OpPtr make_op(OpSink* sink, const BodyBuilder& body, bool async, PushOptions&& options,
               VarList reads, VarList writes, std::uint64_t owner);
 
 // The op behind Engine::delete_var: a write of `v` that runs `on_deleted` (if any).

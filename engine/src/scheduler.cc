@@ -130,6 +130,7 @@ Scheduler::Scheduler(int threads, CpuRunner& runner)
       max_lingering_(
           std::clamp(static_cast<int>(std::thread::hardware_concurrency()) - 1, 1, threads)),
       parallelism_(registry().require(threads)),
+      parkers_(std::make_unique<Parker[]>(static_cast<std::size_t>(threads) + 1)),
       arena_(threads + 1, 1) {
   arena_.initialize();
   SchedulerList& list = schedulers();
@@ -144,7 +145,7 @@ Scheduler::~Scheduler() {
     std::erase(list.live, this);
   }
   stopping_.store(true, std::memory_order_seq_cst);
-  notifier_.notify_all();
+  wake_all_parked();
   // Drain tasks leave promptly once they see stopping_; their last touch of the scheduler
   // is the decrement of alive_.
   while (alive_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
@@ -171,9 +172,11 @@ bool Scheduler::keep_continuation(const Op& next) const noexcept {
 }
 
 void Scheduler::spawn_drainer_if_needed() {
-  // A lingering drain task will take the op (see wait_for_work()), a parked one once woken.
+  // A lingering drain task will take the op (see wait_for_work()); so will one woken for an
+  // earlier op, which lingers before it can sleep again; else a parked one, once woken.
   if (normal_.lingering.load(std::memory_order_seq_cst) > 0) return;
-  if (notifier_.notify_one()) return;
+  if (wakes_pending_.load(std::memory_order_seq_cst) > 0) return;
+  if (parked_.load(std::memory_order_seq_cst) > 0 && wake_one_parked()) return;
   int n = drainers_.load(std::memory_order_seq_cst);
   while (n < threads_) {
     if (drainers_.compare_exchange_weak(n, n + 1, std::memory_order_seq_cst)) {
@@ -217,41 +220,91 @@ bool Scheduler::must_leave() const noexcept {
          g_parallel_regions.load(std::memory_order_seq_cst) != 0;
 }
 
-bool Scheduler::wait_for_work() {
+bool Scheduler::wait_for_work(Parker& self) {
   // A drain task that runs out of ops first spins a little for the next one: a frontend that
   // pushes small ops one by one then finds workers awake (waking a thread costs tens of
   // microseconds on some virtual machines). It yields while it spins, and at most cores - 1
   // tasks spin at once: one is enough to catch the next op (submit then wakes no one), and
   // the frontend keeps a core; a task beyond them goes straight to parking.
-  const int before = normal_.lingering.fetch_add(1, std::memory_order_seq_cst);
   using Clock = std::chrono::steady_clock;
-  const auto spin_until =
-      Clock::now() + (before < max_lingering_ ? kLinger : std::chrono::microseconds(0));
-  while (normal_.queued.load(std::memory_order_seq_cst) == 0 && !must_leave() &&
-         Clock::now() < spin_until) {
-    std::this_thread::yield();
-  }
-  normal_.lingering.fetch_sub(1, std::memory_order_seq_cst);
-  // Checked after leaving the count too: a submit that saw this task lingering woke no one.
-  if (normal_.queued.load(std::memory_order_seq_cst) != 0) return true;
-  // Then it parks, and submit wakes it (Notifier); it leaves oneTBB's thread to other work
-  // after kPark without an op, and at once when a kernel opens a parallel loop.
   const auto park_until = Clock::now() + kPark;
+  bool claimed = false;
   for (;;) {
-    if (must_leave()) return false;
-    const Notifier::Key key = notifier_.prepare_wait();
-    if (normal_.queued.load(std::memory_order_seq_cst) != 0) {
-      notifier_.cancel_wait();
-      return true;
+    const int before = normal_.lingering.fetch_add(1, std::memory_order_seq_cst);
+    // A claimed task ends its wake under way only once it counts as lingering: a submit
+    // always sees one of the two (spawn_drainer_if_needed), and this task's checks below
+    // come after both.
+    if (claimed) wakes_pending_.fetch_sub(1, std::memory_order_seq_cst);
+    const auto spin_until =
+        Clock::now() + (before < max_lingering_ ? kLinger : std::chrono::microseconds(0));
+    while (normal_.queued.load(std::memory_order_seq_cst) == 0 && !must_leave() &&
+           Clock::now() < spin_until) {
+      std::this_thread::yield();
     }
-    if (must_leave()) {
-      notifier_.cancel_wait();
-      return false;
-    }
-    if (!notifier_.commit_wait_until(key, park_until)) {
-      return normal_.queued.load(std::memory_order_seq_cst) != 0;
-    }
+    normal_.lingering.fetch_sub(1, std::memory_order_seq_cst);
+    // Checked after leaving the count too: a submit that saw this task lingering woke no one.
     if (normal_.queued.load(std::memory_order_seq_cst) != 0) return true;
+    if (must_leave()) return false;
+    // Then it parks, until a submit claims it (and it lingers again) or kPark has passed
+    // without one; it leaves oneTBB's thread to other work then, and at once when a kernel
+    // opens a parallel loop.
+    claimed = park(self, park_until);
+    if (!claimed) return normal_.queued.load(std::memory_order_seq_cst) != 0;
+  }
+}
+
+bool Scheduler::park(Parker& self, std::chrono::steady_clock::time_point deadline) {
+  {
+    std::lock_guard lk(parked_mu_);
+    self.next = parked_top_;
+    parked_top_ = &self;
+    parked_.fetch_add(1, std::memory_order_seq_cst);
+  }
+  // Listed first, checked after: a submit either sees this task listed, or its op is seen
+  // here (both sides sequentially consistent). Likewise a stop or a parallel loop.
+  bool wait = normal_.queued.load(std::memory_order_seq_cst) == 0 && !must_leave();
+  if (wait && self.woken.try_acquire_until(deadline)) return true;
+  // Not woken (an op came meanwhile, or the deadline passed): off the list, unless a submit
+  // has claimed this task already; its wake-up is then on its way, and taken.
+  {
+    std::lock_guard lk(parked_mu_);
+    for (Parker** p = &parked_top_; *p; p = &(*p)->next) {
+      if (*p == &self) {
+        *p = self.next;
+        parked_.fetch_sub(1, std::memory_order_relaxed);
+        return false;
+      }
+    }
+  }
+  self.woken.acquire();
+  return true;
+}
+
+bool Scheduler::wake_one_parked() {
+  Parker* p;
+  {
+    std::lock_guard lk(parked_mu_);
+    p = parked_top_;
+    // None listed any more: the tasks claimed meanwhile (they linger before sleeping again)
+    // are on their way, else the caller starts one.
+    if (!p) return wakes_pending_.load(std::memory_order_seq_cst) > 0;
+    parked_top_ = p->next;
+    parked_.fetch_sub(1, std::memory_order_relaxed);
+    wakes_pending_.fetch_add(1, std::memory_order_seq_cst);
+  }
+  // The parker belongs to the scheduler (parkers_), so it outlives this call even if its
+  // task has already woken and gone.
+  p->woken.release();
+  return true;
+}
+
+void Scheduler::wake_all_parked() {
+  std::lock_guard lk(parked_mu_);
+  while (Parker* p = parked_top_) {
+    parked_top_ = p->next;
+    parked_.fetch_sub(1, std::memory_order_relaxed);
+    wakes_pending_.fetch_add(1, std::memory_order_seq_cst);
+    p->woken.release();
   }
 }
 
@@ -316,7 +369,7 @@ void Scheduler::drain(Scheduler* s) {
   const int worker = (slot + s->threads_ - 1) % s->threads_;
   for (;;) {
     while (Op* op = s->pop()) s->run_from(op, worker);
-    if (s->wait_for_work()) continue;
+    if (s->wait_for_work(s->parkers_[slot])) continue;
     // Leave, then look again: a submit that saw every drain task busy before the decrement
     // relies on this re-check (both sides use seq_cst on normal_.queued and drainers_).
     s->drainers_.fetch_sub(1, std::memory_order_seq_cst);

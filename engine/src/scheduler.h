@@ -11,7 +11,12 @@
 //   rather than a oneTBB enqueue and wake-up. Kernels that use tbb::parallel_for inside an
 //   op share the arena, so intra-op parallelism does not oversubscribe the cores.
 // - Lingering and parking: a drain task that runs out of ops spins (yielding) for kLinger,
-//   then parks on the scheduler's Notifier for up to kPark; submit wakes one parked task.
+//   then parks for up to kPark on a semaphore of its own, listed among the parked tasks;
+//   submit claims one listed task and wakes it. A claimed task is off the list and counted
+//   as a wake under way until it lingers, so that submits meanwhile wake nobody else: one
+//   parked task costs the frontend one wake-up, however many ops it pushes while that task
+//   gets its core back. (A shared notifier was woken by every such submit, a futex call
+//   each, which set the engine's per-op cost in about one process in two.)
 //   At most cores - 1 tasks spin at once, so that the frontend keeps a core, and pool
 //   threads run SCHED_BATCH, so that a woken task never preempts the frontend that woke it.
 //   A drain task leaves (returns to oneTBB) when it has parked kPark without an op, when the
@@ -20,20 +25,22 @@
 // - The thread lent by a wait: help() runs queued ops on a thread outside the pool (one
 //   in wait_all or wait_to_read) in the arena's slot kept for it.
 //
-// Every sleep here that another thread ends uses the Notifier protocol (notifier.h). Two
-// waits poll, each bounded: help() yields while it lingers (kLinger without an op), and the
-// destructor yields until the drain tasks, told to stop, have returned.
+// A parked task's sleep follows the announce-then-check rule of notifier.h, with the list
+// as the announcement (see wait_for_work). Two waits poll, each bounded: help() yields while
+// it lingers (kLinger without an op), and the destructor yields until the drain tasks, told
+// to stop, have returned.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <mutex>
+#include <semaphore>
 
 #include <oneapi/tbb/concurrent_priority_queue.h>
 #include <oneapi/tbb/task_arena.h>
 
-#include "notifier.h"
 #include "op.h"
 #include "ready_fifo.h"
 
@@ -80,7 +87,7 @@ class Scheduler {
   bool helped_elsewhere() const noexcept;
 
   // Wakes parked drain tasks so that they see a parallel loop open (ParallelRegion).
-  void call_back_parked() { notifier_.notify_all(); }
+  void call_back_parked() { wake_all_parked(); }
 
   // The body of a drain task.
   static void drain(Scheduler* s);
@@ -98,13 +105,25 @@ class Scheduler {
   };
   using PriorityQueue = oneapi::tbb::concurrent_priority_queue<Op*, ByRank>;
 
+  // A parked drain task: its semaphore, and its place in the list of parked tasks.
+  struct Parker {
+    std::binary_semaphore woken{0};
+    Parker* next = nullptr;
+  };
+
   Op* pop();
   // Runs `op` and the continuations this thread keeps.
   void run_from(Op* op, int worker);
   void spawn_drainer_if_needed();
   // Spins for kLinger, then parks for kPark; true when an op came, false when the drain task
   // should leave.
-  bool wait_for_work();
+  bool wait_for_work(Parker& self);
+  // Parks the calling drain task until it is claimed or `deadline`; true when it was
+  // claimed (it then counts in wakes_pending_ until it lingers).
+  bool park(Parker& self, std::chrono::steady_clock::time_point deadline);
+  // Claims one parked task and wakes it; false when none is listed.
+  bool wake_one_parked();
+  void wake_all_parked();
   bool must_leave() const noexcept;
 
   const int threads_;
@@ -128,7 +147,15 @@ class Scheduler {
   std::atomic<long> alive_{0};       // drain tasks not yet returned (for the destructor)
   std::atomic<bool> helped_{false};  // a thread is in help()
   std::atomic<bool> stopping_{false};
-  Notifier notifier_;  // parked drain tasks
+  // Parked drain tasks (a stack under parked_mu_), their number, and the tasks claimed and
+  // not yet lingering.
+  alignas(64) std::atomic<int> parked_{0};
+  std::atomic<int> wakes_pending_{0};
+  std::mutex parked_mu_;
+  Parker* parked_top_ = nullptr;
+  // One per arena slot: a drain task parks on its slot's (a slot has one thread, and of drain
+  // tasks nested on it, inside a kernel's parallel loop, only the innermost can park).
+  std::unique_ptr<Parker[]> parkers_;
   oneapi::tbb::task_arena arena_;
 };
 

@@ -27,7 +27,7 @@ struct Recording {
   // The first call refused inside the region: record throws it even if `fn` caught it.
   std::string refused;
 };
-thread_local Recording* t_recording = nullptr;
+DEPENGINE_HOT_TLS thread_local Recording* t_recording = nullptr;
 
 // The caller's callable built once into a block of its own, shared by the recorded op.
 std::shared_ptr<OpFunction> make_shared_body(const BodyBuilder& body) {
@@ -69,7 +69,8 @@ class StreamSegmentBody final : public OpFunction {
 };
 
 void push_recorded(EngineCore& core, const RecordedOp& op) {
-  core.push_now(body_builder<SharedBody>(op.body), op.async, op.reads, op.writes, op.options);
+  core.push_now(body_builder<SharedBody>(op.body), op.async, op.reads, op.writes,
+                PushOptions(op.options));
 }
 
 // The boundary of a segment: vars its ops read before any of them writes the var (inputs)
@@ -256,7 +257,7 @@ void EngineCore::replay(const Segment& segment) {
   if (d->one_stream && !recording) {
     std::shared_ptr<const SegmentData> keep = segment.data_;
     push_now(body_builder<StreamSegmentBody>(std::move(keep)), false, d->reads, d->writes,
-             d->stream_options);
+             PushOptions(d->stream_options));
     return;
   }
   if (!recording && replay_fast(segment.data_)) return;

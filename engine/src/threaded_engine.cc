@@ -66,6 +66,7 @@ class ReadyList {
 // like any access; granted, it releases the segment's first ops on the var; released when
 // the last of the segment's ops on the var has finished.
 struct ReplayGate : Access {
+  ReplayGate() : Access{} {}
   ReplayRun* run = nullptr;
   std::uint32_t index = 0;
   std::atomic<std::uint32_t> left{0};  // the segment's ops on the var not yet finished
@@ -171,7 +172,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     built.reserve(n);
     for (std::size_t i = 0; i < n; ++i) {
       const RecordedOp& rec = seg->ops[i];
-      OpPtr op(new Op(this, rec.async, rec.options));
+      OpPtr op(new Op(this, rec.async, PushOptions(rec.options)));
       op->set_body(body_builder<SharedBody>(rec.body));
       const std::uint32_t b = plan.acc_begin[i], e = plan.acc_begin[i + 1];
       op->acc.resize(e - b);

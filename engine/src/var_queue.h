@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "invariant.h"
 #include "spin_lock.h"
@@ -45,22 +46,25 @@ constexpr bool sets_failure(AccessKind k) noexcept {
 constexpr bool merges_failure(AccessKind k) noexcept { return k == AccessKind::commute; }
 
 // One op's access to one var; also the node of that var's queue of waiting accesses.
+// Trivially constructible, so that an op's inline array of them costs nothing until filled;
+// build one as Access{var, op, next, kind} (the rest zero: read, not a gate, version 0).
 struct Access {
-  VarState* var = nullptr;
-  Op* op = nullptr;
-  Access* next = nullptr;
-  AccessKind kind = AccessKind::read;
+  VarState* var;
+  Op* op;
+  Access* next;
+  AccessKind kind;
   // The kind of `next` while this access waits in a queue: a release decides how far a run
   // of grants goes without loading the access that ends it, which lives in another op's
   // record, most likely still in the cache of the core that pushed it.
-  AccessKind next_kind = AccessKind::read;
+  AccessKind next_kind;
   // The compound access of a replayed segment (threaded_engine.cc, ReplayGate): `op` is
   // null and its grant releases the segment's first ops on the var.
-  bool gate = false;
+  bool gate;
   // Version of the var this access sees: for a read, the writes pushed before it; for a
   // write, the version it creates. Set at push time.
-  std::uint64_t version = 0;
+  std::uint64_t version;
 };
+static_assert(std::is_trivially_default_constructible_v<Access>);
 
 // The fields every grant and release touches come first, packed, so that with VarState's
 // hot fields they share one cache line (op.h); `parked` (commute only) may spill.

@@ -257,7 +257,7 @@ class Engine {
 
  protected:
   virtual void push_op(const detail::BodyBuilder& body, bool async, VarList reads,
-                       VarList writes, PushOptions options) = 0;
+                       VarList writes, PushOptions&& options) = 0;
   virtual Segment record_region(void (*call)(void*), void* fn) = 0;
 };
 
