@@ -243,15 +243,15 @@ void Op::merge_accesses(VarList read_list, VarList write_list, const char* what)
       a.kind = merge_kinds(a.kind, kind, v, what);
       return;
     }
-    acc[n++] = Access{v, this, nullptr, kind};
+    acc[n++] = make_access(v, this, kind);
   };
   constexpr std::size_t kLinear = 16;
   if (read_list.size() + write_list.size() <= kLinear) {
     for (const Var& v : write_list) add(v.state(), write_kind(v));
     for (const Var& v : read_list) add(v.state(), AccessKind::read);
   } else {
-    for (const Var& v : write_list) acc[n++] = Access{v.state(), this, nullptr, write_kind(v)};
-    for (const Var& v : read_list) acc[n++] = Access{v.state(), this, nullptr, AccessKind::read};
+    for (const Var& v : write_list) acc[n++] = make_access(v.state(), this, write_kind(v));
+    for (const Var& v : read_list) acc[n++] = make_access(v.state(), this, AccessKind::read);
     std::sort(acc.begin(), acc.end(), [](const Access& a, const Access& b) {
       return std::less<>()(a.var, b.var);
     });

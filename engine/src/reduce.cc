@@ -94,7 +94,7 @@ OpPtr make_combine_op(OpSink* sink, VarState* v, std::shared_ptr<ReduceGroup> gr
   OpPtr op(new Op(sink, false, PushOptions{.name = "reduce_combine"}));
   op->set_body(body_builder<SyncFunction<decltype(fn)>>(std::move(fn)));
   op->acc.resize(1);
-  op->acc[0] = Access{v, op.get(), nullptr, AccessKind::read_write};
+  op->acc[0] = make_access(v, op.get(), AccessKind::read_write);
   if (sink->ops_reference_vars()) {
     var_add_ref(v);
     op->holds_var_refs = true;

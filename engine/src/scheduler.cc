@@ -292,6 +292,7 @@ bool Scheduler::wake_one_parked() {
     parked_.fetch_sub(1, std::memory_order_relaxed);
     wakes_pending_.fetch_add(1, std::memory_order_seq_cst);
   }
+  wake_ups_.fetch_add(1, std::memory_order_relaxed);
   // The parker belongs to the scheduler (parkers_), so it outlives this call even if its
   // task has already woken and gone.
   p->woken.release();

@@ -86,6 +86,11 @@ class Scheduler {
   // True while a thread other than the caller is inside help().
   bool helped_elsewhere() const noexcept;
 
+  // Drain tasks parked now, and parked tasks woken so far (for tests: a burst of submits
+  // while parked tasks wake costs one wake-up per task, not one per submit).
+  int parked() const noexcept { return parked_.load(std::memory_order_acquire); }
+  long wake_ups() const noexcept { return wake_ups_.load(std::memory_order_relaxed); }
+
   // Wakes parked drain tasks so that they see a parallel loop open (ParallelRegion).
   void call_back_parked() { wake_all_parked(); }
 
@@ -151,6 +156,7 @@ class Scheduler {
   // not yet lingering.
   alignas(64) std::atomic<int> parked_{0};
   std::atomic<int> wakes_pending_{0};
+  std::atomic<long> wake_ups_{0};
   std::mutex parked_mu_;
   Parker* parked_top_ = nullptr;
   // One per arena slot: a drain task parks on its slot's (a slot has one thread, and of drain

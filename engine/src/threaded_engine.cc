@@ -178,7 +178,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
       op->acc.resize(e - b);
       for (std::uint32_t k = b; k < e; ++k) {
         const ReplayPlan::PlanAccess& pa = plan.accesses[k];
-        op->acc[k - b] = Access{pa.var, op.get(), nullptr, pa.kind};
+        op->acc[k - b] = make_access(pa.var, op.get(), pa.kind);
       }
       op->wait.store(static_cast<int>(plan.waits[i]) + 1, std::memory_order_relaxed);
       op->replay = run.get();

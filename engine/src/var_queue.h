@@ -47,7 +47,7 @@ constexpr bool merges_failure(AccessKind k) noexcept { return k == AccessKind::c
 
 // One op's access to one var; also the node of that var's queue of waiting accesses.
 // Trivially constructible, so that an op's inline array of them costs nothing until filled;
-// build one as Access{var, op, next, kind} (the rest zero: read, not a gate, version 0).
+// build one with make_access.
 struct Access {
   VarState* var;
   Op* op;
@@ -65,6 +65,11 @@ struct Access {
   std::uint64_t version;
 };
 static_assert(std::is_trivially_default_constructible_v<Access>);
+
+// `op`'s access of `kind` to `var`: not queued, not a gate, its version not yet stamped.
+constexpr Access make_access(VarState* var, Op* op, AccessKind kind) noexcept {
+  return Access{var, op, nullptr, kind, AccessKind::read, false, 0};
+}
 
 // The fields every grant and release touches come first, packed, so that with VarState's
 // hot fields they share one cache line (op.h); `parked` (commute only) may spill.
