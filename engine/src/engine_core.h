@@ -50,7 +50,8 @@ class EngineCore : public OpSink {
   // push without the recording check (segment.cc pushes recorded ops through it).
   void push_now(const BodyBuilder& body, bool async, VarList reads, VarList writes,
                 PushOptions&& options) {
-    OpPtr op = make_op(this, body, async, std::move(options), reads, writes, id_);
+    OpPtr op = make_op(this, body, async ? OpKind::async_body : OpKind::body, std::move(options),
+                       reads, writes, id_);
     if (op->opts.device.is_gpu()) check_gpu_queue(op->opts.device, op->opts.lane);
     submit(std::move(op), nullptr);
   }
@@ -146,7 +147,7 @@ enum class Stage : int { running, draining, stopped };
 inline void check_admission(Stage stage, const Op& op, bool is_delete, bool from_own_op) {
   if (stage == Stage::running) return;
   if (stage == Stage::stopped) throw Error(op.call_name() + ": the engine has shut down");
-  if (op.waiter == nullptr && !is_delete && !from_own_op) {
+  if (op.counted() && !is_delete && !from_own_op) {
     throw Error(op.call_name() + ": the engine is shutting down");
   }
 }

@@ -365,7 +365,7 @@ class NaiveCore final : public EngineCore {
     } catch (...) {
       return std::current_exception();
     }
-    if (!op->async) {
+    if (!op->is_async()) {
       try {
         CurrentOpScope scope(op);
         if (stream) stream->bind_thread();

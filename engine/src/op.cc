@@ -117,10 +117,10 @@ void check_not_in_op(const char* what) {
   }
 }
 
-OpPtr make_op(OpSink* sink, const BodyBuilder& body, bool async, PushOptions&& options,
+OpPtr make_op(OpSink* sink, const BodyBuilder& body, OpKind kind, PushOptions&& options,
               VarList reads, VarList writes, std::uint64_t owner) {
-  check_placement(options, async ? "push_async" : "push");
-  OpPtr op(new Op(sink, async, std::move(options)));
+  check_placement(options, kind == OpKind::async_body ? "push_async" : "push");
+  OpPtr op(new Op(sink, kind, std::move(options)));
   op->set_body(body);
   op->set_accesses(reads, writes, owner);
   return op;
@@ -132,10 +132,8 @@ OpPtr make_delete_op(OpSink* sink, const Var& v, std::function<void()> on_delete
   auto fn = [f = std::move(on_deleted)] {
     if (f) f();
   };
-  OpPtr op = make_op(sink, body_builder<SyncFunction<decltype(fn)>>(std::move(fn)), false,
-                     PushOptions{.name = "delete_var"}, {}, {v}, owner);
-  op->deletes = true;
-  return op;
+  return make_op(sink, body_builder<SyncFunction<decltype(fn)>>(std::move(fn)),
+                 OpKind::delete_var, PushOptions{.name = "delete_var"}, {}, {v}, owner);
 }
 
 void Op::set_body(const BodyBuilder& body) {
@@ -165,9 +163,18 @@ std::string Op::display_name() const {
 }
 
 std::string Op::call_name() const {
-  if (waiter) return "wait_to_read";
-  if (deletes) return "delete_var";
-  const std::string call = async ? "push_async" : "push";
+  switch (kind) {
+    case OpKind::wait_to_read:
+      return "wait_to_read";
+    case OpKind::delete_var:
+      return "delete_var";
+    case OpKind::reduce_combine:
+      return "reduce_combine";
+    case OpKind::body:
+    case OpKind::async_body:
+      break;
+  }
+  const std::string call = is_async() ? "push_async" : "push";
   return opts.name.empty() ? call : call + " '" + opts.name + "'";
 }
 
@@ -201,10 +208,10 @@ AccessKind merge_kinds(AccessKind a, AccessKind b, const VarState* v, const char
 }  // namespace
 
 void Op::set_accesses(VarList read_list, VarList write_list, std::uint64_t owner) {
-  const char* what = async ? "push_async" : "push";
+  const char* what = is_async() ? "push_async" : "push";
   for (const Var& v : write_list) {
     if (!v || v.state()->owner != owner) check_var(v, owner, what);
-    if (v.mode() == VarMode::reduce && (async || opts.device.is_gpu())) {
+    if (v.mode() == VarMode::reduce && (is_async() || opts.device.is_gpu())) {
       throw Error(std::string(what) + ": reduce(var #" + std::to_string(v.id()) +
                   ") needs a synchronous CPU op (its private buffer is the running thread's)");
     }
@@ -274,7 +281,7 @@ void Op::check_not_deleted() const {
   for (const Access& a : const_cast<Op*>(this)->acc) {
     if (a.var->deleted) {
       throw Error(call_name() + ": var #" + std::to_string(a.var->id) +
-                  (deletes ? " was already deleted" : " was deleted"));
+                  (kind == OpKind::delete_var ? " was already deleted" : " was deleted"));
     }
   }
 }
@@ -349,7 +356,7 @@ static_assert(static_cast<int>(AccessMode::reduce) == static_cast<int>(AccessKin
               "observers see an access kind as the AccessMode of the same number");
 
 void Op::observe_push(const std::shared_ptr<Observer>& obs) noexcept {
-  if (!obs || waiter) return;
+  if (!obs || kind == OpKind::wait_to_read) return;
   observer = obs;
   observe("on_push", [&](Observer& o) {
     std::vector<VarAccess> accesses;

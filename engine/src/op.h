@@ -70,6 +70,17 @@ struct Waiter;
 struct Epoch;
 struct ReplayRun;
 
+// What an op is; the engines' treatment of it follows from this one field. (How its
+// accesses are ordered is separate: `replay` for the ops of a fast replay; and what kinds
+// of access it makes is summed up in has_commute / has_reduce.)
+enum class OpKind : std::uint8_t {
+  body,            // a pushed synchronous body
+  async_body,      // a pushed asynchronous body, finished by its Completion
+  wait_to_read,    // wait_to_read's read of one var: no body; fills its Waiter (threaded)
+  delete_var,      // delete_var's write of its var
+  reduce_combine,  // combines a reduction into its var (`combines`)
+};
+
 class Op final : public CompletionTarget {
  public:
   // From the op pool (op_pool.h): ops are made on the pushing thread and freed on a worker,
@@ -77,8 +88,12 @@ class Op final : public CompletionTarget {
   static void* operator new(std::size_t size);
   static void operator delete(void* p) noexcept;
 
-  Op(OpSink* sink, bool is_async, PushOptions&& o)
-      : opts(std::move(o)), async(is_async), sink_(sink) {}
+  Op(OpSink* sink, OpKind op_kind, PushOptions&& o)
+      : opts(std::move(o)), kind(op_kind), sink_(sink) {}
+
+  bool is_async() const noexcept { return kind == OpKind::async_body; }
+  // Counts among the ops in flight and in wait_all's epochs (all but wait_to_read's).
+  bool counted() const noexcept { return kind != OpKind::wait_to_read; }
 
   // Builds the body into the op's own storage when it fits, else on the heap.
   void set_body(const BodyBuilder& body);
@@ -134,23 +149,21 @@ class Op final : public CompletionTarget {
   AccessArray acc;
   std::uint64_t seq = 0;
   std::atomic<int> wait{0};
-  bool async = false;
+  OpKind kind;
   // Threaded engine: the op counts as active (ready, running, or its device work in flight)
   // and must uncount itself when it finishes.
   bool active = false;
-  // Non-null for the internal op behind wait_to_read.
+  // wait_to_read's rendezvous (OpKind::wait_to_read).
   Waiter* waiter = nullptr;
   // Has commute accesses (commute.h), and holds their vars while it runs; has reduce ones.
   bool has_commute = false;
   bool has_reduce = false;
-  // The op behind delete_var.
-  bool deletes = false;
   bool commute_taken = false;
   // The next op parked on the same var's commute exclusion.
   Op* next_parked = nullptr;
   // The reductions its reduce accesses contribute to (reduce.h); null when it has none.
   std::unique_ptr<ReduceLinks, ReduceLinksDelete> reductions;
-  // Non-null for the op that combines a reduction into its var.
+  // The reduction an OpKind::reduce_combine op combines.
   ReduceGroup* combines = nullptr;
   // Threaded engine: the fast replay this op belongs to (its accesses are then not in the
   // var queues: the replay's counters order it), and its index there.
@@ -213,7 +226,7 @@ using OpPtr = std::unique_ptr<Op, OpRelease>;
 // A pushed op: its body built from `body`, its accesses from the lists (set_accesses).
 // Throws Error for a device or lane that does not exist (Device::Kind and Lane values out of
 // range, a negative GPU, a CPU other than 0).
-OpPtr make_op(OpSink* sink, const BodyBuilder& body, bool async, PushOptions&& options,
+OpPtr make_op(OpSink* sink, const BodyBuilder& body, OpKind kind, PushOptions&& options,
               VarList reads, VarList writes, std::uint64_t owner);
 
 // The op behind Engine::delete_var: a write of `v` that runs `on_deleted` (if any).

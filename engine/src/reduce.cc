@@ -91,7 +91,7 @@ OpPtr make_combine_op(OpSink* sink, VarState* v, std::shared_ptr<ReduceGroup> gr
   v->reduction_open = false;
   ReduceGroup* raw = group.get();
   auto fn = [g = std::move(group)] { g->combine_all(); };
-  OpPtr op(new Op(sink, false, PushOptions{.name = "reduce_combine"}));
+  OpPtr op(new Op(sink, OpKind::reduce_combine, PushOptions{.name = "reduce_combine"}));
   op->set_body(body_builder<SyncFunction<decltype(fn)>>(std::move(fn)));
   op->acc.resize(1);
   op->acc[0] = make_access(v, op.get(), AccessKind::read_write);

@@ -117,7 +117,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     check_var(v, id(), "wait_to_read");
     auto caller = counts_.caller();
     Waiter w;
-    OpPtr op(new Op(this, false, PushOptions{.name = "wait_to_read"}));
+    OpPtr op(new Op(this, OpKind::wait_to_read, PushOptions{.name = "wait_to_read"}));
     op->waiter = &w;
     op->set_accesses({v}, {}, id());
     submit(std::move(op), nullptr);
@@ -172,7 +172,8 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     built.reserve(n);
     for (std::size_t i = 0; i < n; ++i) {
       const RecordedOp& rec = seg->ops[i];
-      OpPtr op(new Op(this, rec.async, PushOptions(rec.options)));
+      OpPtr op(new Op(this, rec.async ? OpKind::async_body : OpKind::body,
+                         PushOptions(rec.options)));
       op->set_body(body_builder<SharedBody>(rec.body));
       const std::uint32_t b = plan.acc_begin[i], e = plan.acc_begin[i + 1];
       op->acc.resize(e - b);
@@ -319,7 +320,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     }
     op->observe_start(worker);
     RunContext ctx{Device::cpu(), op->opts.lane, worker, nullptr};
-    if (op->async) {
+    if (op->is_async()) {
       run_async(op, ctx);
       return nullptr;
     }
@@ -348,7 +349,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     }
     Failure up;
     if (!take_commute(op, [this](Op* parked) { redispatch(parked); })) return;
-    if (op->async) {
+    if (op->is_async()) {
       if (devices_.await_inputs(op, up)) return;
       if (!up) up = op->upstream_failure();
     } else {
@@ -361,7 +362,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     op->observe_start(lane.index());
     DeviceStream& stream = lane.stream();
     RunContext ctx{op->opts.device, op->opts.lane, lane.index(), &stream};
-    if (op->async) {
+    if (op->is_async()) {
       run_async(op, ctx);
       return;
     }
@@ -443,7 +444,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
   // All-or-nothing: everything that can throw (back-pressure refusal, shutdown refusal, a
   // deleted var) happens before the op changes any state; observers are contained.
   void submit(OpPtr op, VarState* to_delete) override {
-    const bool counted = op->waiter == nullptr;
+    const bool counted = op->counted();
     Op* running = current_op();
     // A frontend push into a bounded engine reserves its place first, and may wait for it.
     // Pushes made by running ops never wait (that could stall every worker).
@@ -640,7 +641,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     } else {
       for (Access& a : op->acc) release_access(a.var, a.kind, ready);
     }
-    const bool counted = op->waiter == nullptr;
+    const bool counted = op->counted();
     const bool was_active = op->active;
     Epoch* epoch = op->epoch;
     op->release();
@@ -648,7 +649,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     // before any of them can run and retire itself.
     std::uint64_t delta = 0;
     ready.for_each([&](Op* r) {
-      if (r->waiter) return;
+      if (!r->counted()) return;
       r->active = true;
       delta += kActive;
     });
@@ -660,7 +661,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     Op* next = nullptr;
     if (continuation) {
       ready.for_each([&](Op* r) {
-        if (!r->waiter && r->opts.device.is_cpu() && (!next || rank(*r) > rank(*next))) next = r;
+        if (r->counted() && r->opts.device.is_cpu() && (!next || rank(*r) > rank(*next))) next = r;
       });
     }
     ready.for_each([&](Op* r) {
@@ -730,7 +731,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
 
   // Dispatches a parked op again, from the completion thread of the work it waited for.
   void redispatch(Op* op) {
-    if (op->waiter) {
+    if (op->kind == OpKind::wait_to_read) {
       signal(op);
     } else if (op->opts.device.is_cpu()) {
       sched_->submit(op);

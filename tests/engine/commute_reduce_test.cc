@@ -23,7 +23,7 @@ constexpr std::uint64_t kOwner = 1;
 // An op with the given commute vars (and, when `read` is set, a read of it), as a push
 // would make it.
 OpPtr commute_op(std::vector<Var> commutes, const Var& read = Var()) {
-  OpPtr op(new Op(nullptr, false, PushOptions{}));
+  OpPtr op(new Op(nullptr, OpKind::body, PushOptions{}));
   std::vector<Var> writes;
   for (const Var& v : commutes) writes.push_back(commute(v));
   std::vector<Var> reads;

@@ -171,7 +171,7 @@ TEST(SchedulerWakeUp, ABurstOfSubmitsWakesEachParkedTaskOnce) {
   } runner;
   constexpr int kThreads = 2, kOps = 1000;
   detail::Scheduler sched(kThreads, runner);
-  auto make = [] { return new detail::Op(nullptr, false, PushOptions{}); };
+  auto make = [] { return new detail::Op(nullptr, detail::OpKind::body, PushOptions{}); };
   // Two drain tasks started (each runs one op, both held until released), then parked.
   sched.submit(make());
   sched.submit(make());
