@@ -1,7 +1,6 @@
 #include "op_pool.h"
 
 #include <mutex>
-#include <cstdlib>
 #include <new>
 
 #include <oneapi/tbb/scalable_allocator.h>
@@ -135,9 +134,7 @@ void register_flush(Cache& c) {
 
 }  // namespace
 
-static const bool g_nopool = getenv("NOPOOL") != nullptr;
 void* allocate(std::size_t size) {
-  if (g_nopool) return scalable_malloc(size);
   Cache& c = t_cache;
   if (Block* b = c.head) {
     c.head = b->next;
@@ -148,7 +145,6 @@ void* allocate(std::size_t size) {
 }
 
 void release(void* p, std::size_t) noexcept {
-  if (g_nopool) return scalable_free(p);
   Cache& c = t_cache;
   if (!c.flush_registered) register_flush(c);
   auto* b = static_cast<Block*>(p);
