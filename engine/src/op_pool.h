@@ -2,7 +2,7 @@
 // that finishes it, so a general-purpose allocator pays a cross-thread free per op (oneTBB's
 // scalable allocator: an atomic on the owning thread's block, which the pushing core then
 // takes back) besides its own bookkeeping. Here each thread keeps a list of free records and
-// threads trade them in batches of kBatch through one shared list under a mutex: a
+// threads trade them in batches of kBatch through one shared list under a spin lock: a
 // frontend that only pushes takes a batch the workers gave back, the workers give back every
 // kBatch frees, and neither side touches a shared line per op.
 //
