@@ -118,15 +118,16 @@ class TrainOrder(gluon.data.Sampler):
         return self._n
 
 
+TO_INPUT = transforms.Compose([transforms.ToTensor(), transforms.Normalize(MEAN, STD)])
+
+
 def load_split(root, train, limit):
-    """(images (N, 1, 28, 28) normalized, labels) of the first `limit` examples of one split."""
+    """(images (N, 28, 28, 1) uint8, labels) of the first `limit` examples of one split."""
     dataset = gluon.data.vision.FashionMNIST(root=root, train=train)
     if limit > len(dataset):
         sys.exit(f"mnist_cnn: the {'training' if train else 'test'} set has {len(dataset)} "
                  f"images, fewer than the {limit} asked for")
-    images, labels = dataset[numpy.arange(limit)]
-    to_input = transforms.Compose([transforms.ToTensor(), transforms.Normalize(MEAN, STD)])
-    return to_input(images), numpy.asarray(labels, dtype=numpy.float32)
+    return dataset[numpy.arange(limit)]
 
 
 LANE_LINE = re.compile(r"^(\S+) compute\s+(\d+)\s+(\d+)\s+([0-9.]+)%\s+([0-9.]+)\s*$", re.M)
@@ -155,8 +156,12 @@ def main():
 
     xtr, ytr = load_split(a.data, True, a.limit)
     xte, yte = load_split(a.data, False, a.test_limit)
-    loader = gluon.data.DataLoader(gluon.data.ArrayDataset(xtr, ytr), batch_size=a.batch,
-                                   sampler=TrainOrder(len(ytr), a.seed))
+    xte, yte = TO_INPUT(xte), yte.astype(numpy.float32)
+    # Each batch is gathered and converted (ToTensor, Normalize) by one engine op on the copy
+    # lane: the loop pushes it and goes on.
+    loader = gluon.data.DataLoader(
+        gluon.data.ArrayDataset(xtr, ytr).transform_first(TO_INPUT), batch_size=a.batch,
+        sampler=TrainOrder(len(ytr), a.seed))
 
     net = build_net()
     if a.init_from:
