@@ -18,6 +18,8 @@
 namespace depengine {
 namespace {
 
+using test::expect_error;
+
 constexpr std::size_t kRows = 7, kH = 3, kW = 4, kC = 2;
 
 std::vector<std::uint8_t> pixels() {
@@ -117,7 +119,7 @@ TEST(BatchGather, ErrorsNameTheFieldOrTheIndex) {
   auto three = std::make_shared<const nd::HostTable>(std::vector<float>{1, 2, 3}, Shape{3});
   expect_error([&] { nd::BatchGather({{images, {}}, {three, {}}}); },
                "BatchGather: field 1 has 3 rows, field 0 has 7");
-  expect_error([&] { nd::BatchGather({{flat, {.to_chw = true}}}); },
+  expect_error([&] { nd::BatchGather({{flat, {.to_chw = true, .mean = {}, .stddev = {}}}}); },
                "BatchGather: field 0: a (H, W, C) to (C, H, W) conversion needs 3-d samples, got (24,)");
   expect_error([&] { nd::BatchGather({{images, {.mean = {1, 2}, .stddev = {1}}}}); },
                "BatchGather: field 0: mean has 2 values, stddev 1");
