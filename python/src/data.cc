@@ -4,7 +4,6 @@
 #include <nanobind/stl/vector.h>
 
 #include <cstdint>
-#include <cstring>
 #include <span>
 #include <string>
 #include <vector>
@@ -45,14 +44,12 @@ std::shared_ptr<const nd::HostTable> table_of(nb::handle array, std::size_t i) {
   const std::string f = b.format();
   const auto n = static_cast<std::size_t>(b.view.len);
   if ((f == "B" || f == "=B" || f == "<B") && b.view.itemsize == 1) {
-    std::vector<std::uint8_t> v(n);
-    if (n) std::memcpy(v.data(), b.view.buf, n);
-    return std::make_shared<const nd::HostTable>(std::move(v), b.shape());
+    const auto* p = static_cast<const std::uint8_t*>(b.view.buf);
+    return std::make_shared<const nd::HostTable>(std::vector<std::uint8_t>(p, p + n), b.shape());
   }
   if ((f == "f" || f == "=f" || f == "<f") && b.view.itemsize == 4) {
-    std::vector<float> v(n / 4);
-    if (n) std::memcpy(v.data(), b.view.buf, n);
-    return std::make_shared<const nd::HostTable>(std::move(v), b.shape());
+    const auto* p = static_cast<const float*>(b.view.buf);
+    return std::make_shared<const nd::HostTable>(std::vector<float>(p, p + n / 4), b.shape());
   }
   throw nb::type_error(("BatchGather: " + what + " must hold uint8 or float32 values, got format '" +
                         f + "'").c_str());

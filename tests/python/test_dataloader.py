@@ -150,7 +150,7 @@ def test_errors_name_the_problem():
                                                  transforms.Normalize((0.1, 0.2), 0.5)]))
     with pytest.raises(ValueError, match=r"Normalize's mean has 2 values, but the samples "
                                          r"\(3, 4, 5\) have 3 channels"):
-        next(iter(DataLoader(bad, batch_size=4)))
+        DataLoader(bad, batch_size=4)
     with pytest.raises(ValueError, match="field 1 has 3 rows, field 0 has 23"):
         _data.BatchGather([(images, False, 0.0, [], []), (labels[:3].astype(numpy.float32),
                                                             False, 0.0, [], [])])

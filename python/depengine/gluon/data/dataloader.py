@@ -147,9 +147,9 @@ class DataLoader:
     other worker options are accepted and have no effect). Without a batchify_fn, an
     ArrayDataset, a vision dataset and those datasets' transform_first(ToTensor/Normalize/
     Compose of them) are batched by one engine op per batch (gather and conversion to
-    float32, on the CPU's copy lane; the data set's arrays are copied into it once, at the
-    first iteration): the same values as a NumPy gather and the transforms, with no Python
-    per sample, and the loop goes on while the op runs.
+    float32, on the CPU's copy lane; the data set's arrays are copied into it once, here):
+    the same values as a NumPy gather and the transforms, with no Python per sample, and the
+    loop goes on while the op runs.
 
         loader = gluon.data.DataLoader(dataset, batch_size=256, shuffle=True)
         for X, y in loader: ...
@@ -172,15 +172,15 @@ class DataLoader:
                              "if batch_sampler is specified.")
         self._batch_sampler = batch_sampler
         self._batchify_fn = batchify_fn
-        self._gather = None  # the BatchGather, made at the first iteration (False: none)
+        # The gather op's copy of the data set, made here rather than in the first epoch's
+        # loop (60,000 Fashion-MNIST images: ~50 ms); None where it does not apply.
+        fields = _gather_fields_of(dataset) if batchify_fn is None else None
+        plan = _gather_plan(fields) if fields is not None else None
+        self._gather = _data.BatchGather(plan) if plan is not None else None
 
     def __iter__(self):
-        if self._gather is None:
-            fields = _gather_fields_of(self._dataset) if self._batchify_fn is None else None
-            plan = _gather_plan(fields) if fields is not None else None
-            self._gather = _data.BatchGather(plan) if plan is not None else False
         for indices in self._batch_sampler:
-            if self._gather:
+            if self._gather is not None:
                 yield self._gather_batch(indices)
             else:
                 samples = [self._dataset[i] for i in indices]

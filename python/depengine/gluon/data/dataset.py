@@ -114,7 +114,7 @@ class ArrayDataset(Dataset):
 
     def _gather_fields(self):
         """[(host array, transform steps)] per field: what the DataLoader's gather op reads
-        (the host arrays are copied into it once, when a DataLoader first iterates)."""
+        (the host arrays are copied into it once, when a DataLoader is made)."""
         return [(_host(a), ()) for a in self._data]
 
 
