@@ -7,6 +7,7 @@
 
     python examples/python/mnist_cnn.py [--epochs 1] [--limit 12000] [--hybridize]
         [--optimizer adam|adadelta] [--sleep-ms 5] [--ctx cpu|gpu] [--init-from FILE.npz]
+        [--trace FILE.json]
 
 Written as an MXNet Gluon user would (only the imports differ): gluon.data.vision.FashionMNIST
 (Debian's dataset-fashion-mnist), transforms.ToTensor/Normalize, DataLoader, nn.Sequential,
@@ -65,6 +66,9 @@ def parse_args():
     p.add_argument("--init-from", metavar="FILE.npz", help="initial weights (save_parameters' format)")
     p.add_argument("--data", default="/usr/share/datasets/fashion-mnist",
                    help="folder of the Fashion-MNIST IDX files")
+    p.add_argument("--trace", metavar="FILE.json",
+                   help="write the last epoch's profile as a Chrome trace (every op with its "
+                        "lane and times: docs/training/plot_utilization.py plots it)")
     a = p.parse_args()
     if a.lr is None:
         a.lr = 1e-3 if a.optimizer == "adam" else 1.0
@@ -204,6 +208,8 @@ def main():
             wall = time.perf_counter() - t0
             total_cpu += time.process_time() - c0
         busy_s, conc = compute_lane(prof.summary(), device)
+        if a.trace and epoch == a.epochs - 1:
+            prof.write_chrome_trace(a.trace)
         total_wall += wall
         total_busy += busy_s
         loss = loss_sum / len(ytr)
