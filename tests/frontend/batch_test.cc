@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "depengine/batch.h"
@@ -61,12 +62,16 @@ std::vector<float> reference(const std::vector<std::int64_t>& idx) {
 struct Lanes : Observer {
   std::mutex m;
   std::vector<std::pair<std::string, Lane>> seen;
+  std::vector<std::thread::id> ran_on;
   void on_push(const OpInfo& op) override {
     std::lock_guard lock(m);
     seen.emplace_back(std::string(op.name), op.lane);
   }
   void on_ready(std::uint64_t) override {}
-  void on_start(std::uint64_t, int) override {}
+  void on_start(std::uint64_t, int) override {
+    std::lock_guard lock(m);
+    ran_on.push_back(std::this_thread::get_id());
+  }
   void on_end(std::uint64_t, bool, bool) override {}
 };
 
@@ -95,7 +100,7 @@ TEST(BatchGather, PlainFieldsAreConvertedAsIs) {
   EXPECT_EQ(g(std::vector<std::int64_t>{})[0].shape(), (Shape{0, kH * kW * kC}));
 }
 
-TEST(BatchGather, IsOneOpOnTheCopyLane) {
+TEST(BatchGather, IsOneOpOnTheCopyLaneRunByAWorker) {
   auto e = Engine::create("threaded", {.cpu_threads = 2});
   auto lanes = std::make_shared<Lanes>();
   e->set_observer(lanes);
@@ -106,6 +111,9 @@ TEST(BatchGather, IsOneOpOnTheCopyLane) {
   ASSERT_EQ(lanes->seen.size(), 1u);
   EXPECT_EQ(lanes->seen[0].first, "gather_batch");
   EXPECT_EQ(lanes->seen[0].second, Lane::copy_to_device);
+  // Pushed, not run by the caller: a worker ran it.
+  ASSERT_EQ(lanes->ran_on.size(), 1u);
+  EXPECT_NE(lanes->ran_on[0], std::this_thread::get_id());
 }
 
 TEST(BatchGather, ErrorsNameTheFieldOrTheIndex) {
