@@ -2,7 +2,8 @@
 """The MLP of `depengine train` (784-256-10, ReLU, softmax cross-entropy, minibatch SGD, lr 0.1
 times 0.8 per epoch, batch 256) written with depengine.gluon, as an MXNet Gluon user would:
 nn.Sequential of nn.Dense, gluon.loss.SoftmaxCrossEntropyLoss, autograd.record(),
-l.backward(), gluon.Trainer('sgd').step(), DataLoader over an ArrayDataset.
+l.backward(), gluon.Trainer('sgd').step(), DataLoader over an ArrayDataset with ToTensor and
+Normalize (each batch one engine op on the copy lane).
 
     python examples/python/mlp_gluon.py [--epochs 3] [--batch 256] [--lr 0.1] [--seed 42]
 
@@ -26,6 +27,7 @@ import numpy
 import depengine as de
 from depengine import autograd, gluon, np, npx
 from depengine.gluon import nn
+from depengine.gluon.data.vision import transforms
 
 MEAN, STD = 0.2860, 0.3530  # Fashion-MNIST's, as `depengine train` normalizes
 
@@ -79,8 +81,11 @@ def main():
         dense.bias.set_data(np.zeros(dense.bias.shape))
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
     trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": a.lr})
+    # Each batch is gathered and normalized by one engine op on the copy lane (the DataLoader's
+    # gather of an ArrayDataset with vision transforms): the loop pushes it and goes on.
+    to_input = transforms.Compose([transforms.ToTensor(), transforms.Normalize(MEAN, STD)])
     loader = gluon.data.DataLoader(
-        gluon.data.ArrayDataset(xtr.reshape(-1, 784), ytr),
+        gluon.data.ArrayDataset(xtr, ytr).transform_first(to_input),
         batch_size=a.batch, sampler=EpochPermutation(len(ytr), rng))
 
     engine = de.engine()
@@ -89,7 +94,6 @@ def main():
     print(f"{'epoch':>5} {'loss':>8} {'train acc':>9} {'test acc':>9} {'examples/s':>10} "
           f"{'epoch s':>10} {'compute':>9}")
     n = len(ytr)
-    scale, shift = 1 / (255.0 * STD), MEAN / STD
     for epoch in range(a.epochs):
         trainer.set_learning_rate(a.lr * a.lr_decay ** epoch)
         with de.profile(engine) as prof:
@@ -98,9 +102,8 @@ def main():
             correct = np.zeros((1,))
             pending = collections.deque()
             for X, y in loader:
-                x = X * scale - shift
                 with autograd.record():
-                    z = net(x)
+                    z = net(X)
                     l = loss_fn(z, y)
                 l.backward()
                 trainer.step(X.shape[0])

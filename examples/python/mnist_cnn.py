@@ -7,6 +7,7 @@
 
     python examples/python/mnist_cnn.py [--epochs 1] [--limit 12000] [--hybridize]
         [--optimizer adam|adadelta] [--sleep-ms 5] [--ctx cpu|gpu] [--init-from FILE.npz]
+        [--trace FILE.json]
 
 Written as an MXNet Gluon user would (only the imports differ): gluon.data.vision.FashionMNIST
 (Debian's dataset-fashion-mnist), transforms.ToTensor/Normalize, DataLoader, nn.Sequential,
@@ -65,6 +66,9 @@ def parse_args():
     p.add_argument("--init-from", metavar="FILE.npz", help="initial weights (save_parameters' format)")
     p.add_argument("--data", default="/usr/share/datasets/fashion-mnist",
                    help="folder of the Fashion-MNIST IDX files")
+    p.add_argument("--trace", metavar="FILE.json",
+                   help="write the last epoch's profile as a Chrome trace (every op with its "
+                        "lane and times: docs/training/plot_utilization.py plots it)")
     a = p.parse_args()
     if a.lr is None:
         a.lr = 1e-3 if a.optimizer == "adam" else 1.0
@@ -118,15 +122,16 @@ class TrainOrder(gluon.data.Sampler):
         return self._n
 
 
+TO_INPUT = transforms.Compose([transforms.ToTensor(), transforms.Normalize(MEAN, STD)])
+
+
 def load_split(root, train, limit):
-    """(images (N, 1, 28, 28) normalized, labels) of the first `limit` examples of one split."""
+    """(images (N, 28, 28, 1) uint8, labels) of the first `limit` examples of one split."""
     dataset = gluon.data.vision.FashionMNIST(root=root, train=train)
     if limit > len(dataset):
         sys.exit(f"mnist_cnn: the {'training' if train else 'test'} set has {len(dataset)} "
                  f"images, fewer than the {limit} asked for")
-    images, labels = dataset[numpy.arange(limit)]
-    to_input = transforms.Compose([transforms.ToTensor(), transforms.Normalize(MEAN, STD)])
-    return to_input(images), numpy.asarray(labels, dtype=numpy.float32)
+    return dataset[numpy.arange(limit)]
 
 
 LANE_LINE = re.compile(r"^(\S+) compute\s+(\d+)\s+(\d+)\s+([0-9.]+)%\s+([0-9.]+)\s*$", re.M)
@@ -155,8 +160,12 @@ def main():
 
     xtr, ytr = load_split(a.data, True, a.limit)
     xte, yte = load_split(a.data, False, a.test_limit)
-    loader = gluon.data.DataLoader(gluon.data.ArrayDataset(xtr, ytr), batch_size=a.batch,
-                                   sampler=TrainOrder(len(ytr), a.seed))
+    xte, yte = TO_INPUT(xte), yte.astype(numpy.float32)
+    # Each batch is gathered and converted (ToTensor, Normalize) by one engine op on the copy
+    # lane: the loop pushes it and goes on.
+    loader = gluon.data.DataLoader(
+        gluon.data.ArrayDataset(xtr, ytr).transform_first(TO_INPUT), batch_size=a.batch,
+        sampler=TrainOrder(len(ytr), a.seed))
 
     net = build_net()
     if a.init_from:
@@ -199,6 +208,8 @@ def main():
             wall = time.perf_counter() - t0
             total_cpu += time.process_time() - c0
         busy_s, conc = compute_lane(prof.summary(), device)
+        if a.trace and epoch == a.epochs - 1:
+            prof.write_chrome_trace(a.trace)
         total_wall += wall
         total_busy += busy_s
         loss = loss_sum / len(ytr)

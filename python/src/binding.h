@@ -37,6 +37,8 @@ void bind_np_nn(nb::module_& npx);
 void bind_optim(nb::module_& m);
 // _depengine._gluon: the fused layer ops (gluon_ops.cc).
 void bind_gluon_ops(nb::module_& m);
+// _depengine._data: the DataLoader's batch gather (data.cc).
+void bind_data(nb::module_& m);
 // npx.memory_stats / pool_cap / set_pool_cap (memory.cc).
 void bind_memory(nb::module_& npx);
 

@@ -50,6 +50,7 @@ NB_MODULE(_depengine, m) {
   bind_np_nn(npx);
   bind_optim(m);
   bind_gluon_ops(m);
+  bind_data(m);
   bind_autograd(m, np);
   bind_memory(npx);
 

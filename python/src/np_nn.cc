@@ -1,5 +1,5 @@
 // depengine.npx's CNN operators, with mxnet.npx 1.9's names, keywords and defaults:
-// convolution, pooling, softmax, log_softmax and batch_norm. Each converts its arguments and calls one nd:: op of
+// convolution (and the fused convolution_relu), pooling, softmax, log_softmax and batch_norm. Each converts its arguments and calls one nd:: op of
 // depengine/nn.h. Arguments MXNet takes that depengine does not implement (dilation, groups,
 // other layouts, the "full" pooling convention, a softmax temperature) raise ValueError
 // instead of being silently ignored; cuDNN and workspace tuning hints are accepted.
@@ -57,36 +57,41 @@ std::string pair_str(nd::Size2 p) {
   return "(" + std::to_string(p[0]) + ", " + std::to_string(p[1]) + ")";
 }
 
+// npx.convolution (relu false) and npx.convolution_relu (relu true: nd::convolution_relu, the
+// convolution, bias and ReLU in one op and one tape entry, bit for bit relu(convolution(...))).
+template <bool relu>
 NDArray convolution(nb::handle data, nb::handle weight, nb::handle bias, nb::handle kernel,
                     nb::handle stride, nb::handle dilate, nb::handle pad, nb::handle num_filter,
                     nb::handle num_group, bool no_bias, nb::handle layout, nb::kwargs kwargs) {
-  const char* fn = "convolution";
+  const char* fn = relu ? "convolution_relu" : "convolution";
   check_kwargs(kwargs, fn);
   check_layout(layout, fn);
   const NDArray x = as_array(data, nullptr, fn);
   const NDArray w = as_array(weight, &x, fn);
   const NDArray b = no_bias || bias.is_none() ? NDArray() : as_array(bias, &x, fn);
   if (pair_arg(dilate, fn, "dilate", {1, 1}, 1) != nd::Size2{1, 1}) {
-    throw nb::value_error("convolution: dilate other than (1, 1) is not supported");
+    throw nb::value_error((std::string(fn) + ": dilate other than (1, 1) is not supported").c_str());
   }
   if (!num_group.is_none() && int_arg(num_group, fn, "num_group", 1, LLONG_MAX) != 1) {
-    throw nb::value_error("convolution: num_group other than 1 is not supported");
+    throw nb::value_error((std::string(fn) + ": num_group other than 1 is not supported").c_str());
   }
   if (w.ndim() == 4) {
     const nd::Size2 k = pair_arg(kernel, fn, "kernel", {w.shape()[2], w.shape()[3]}, 1);
     if (k != nd::Size2{w.shape()[2], w.shape()[3]}) {
-      throw nb::value_error(("convolution: kernel " + pair_str(k) + " does not match weight " +
+      throw nb::value_error((std::string(fn) + ": kernel " + pair_str(k) + " does not match weight " +
                              shape_str(w.shape())).c_str());
     }
     if (!num_filter.is_none() &&
         static_cast<std::size_t>(int_arg(num_filter, fn, "num_filter", 1, LLONG_MAX)) != w.shape()[0]) {
-      throw nb::value_error(("convolution: num_filter " + str_of(num_filter) +
+      throw nb::value_error((std::string(fn) + ": num_filter " + str_of(num_filter) +
                              " does not match weight " + shape_str(w.shape())).c_str());
     }
   }
   const nd::Size2 s = pair_arg(stride, fn, "stride", {1, 1}, 1);
   const nd::Size2 p = pair_arg(pad, fn, "pad", {0, 0}, 0);
-  return frontend_call(x.engine(), [&] { return nd::convolution(x, w, b, s, p); });
+  return frontend_call(x.engine(), [&] {
+    return relu ? nd::convolution_relu(x, w, b, s, p) : nd::convolution(x, w, b, s, p);
+  });
 }
 
 NDArray pooling(nb::handle data, nb::handle kernel, const std::string& pool_type,
@@ -157,11 +162,18 @@ NDArray batch_norm(nb::handle x_, nb::handle gamma_, nb::handle beta_, NDArray& 
 }  // namespace
 
 void bind_np_nn(nb::module_& npx) {
-  npx.def("convolution", &convolution, "data"_a, "weight"_a, "bias"_a = nb::none(),
+  npx.def("convolution", &convolution<false>, "data"_a, "weight"_a, "bias"_a = nb::none(),
           "kernel"_a = nb::none(), "stride"_a = nb::none(), "dilate"_a = nb::none(),
           "pad"_a = nb::none(), "num_filter"_a = nb::none(), "num_group"_a = nb::none(),
           "no_bias"_a = false, "layout"_a = nb::none(), "kwargs"_a,
           "mxnet.npx.convolution: 2-d, NCHW, weight (num_filter, C, kh, kw).");
+  npx.def("convolution_relu", &convolution<true>, "data"_a, "weight"_a, "bias"_a = nb::none(),
+          "kernel"_a = nb::none(), "stride"_a = nb::none(), "dilate"_a = nb::none(),
+          "pad"_a = nb::none(), "num_filter"_a = nb::none(), "num_group"_a = nb::none(),
+          "no_bias"_a = false, "layout"_a = nb::none(), "kwargs"_a,
+          "npx.relu(npx.convolution(...)) bit for bit, as one op and one tape entry on the CPU "
+          "(the ReLU applied as the kernel stores each output); gluon's "
+          "Conv2D(activation='relu') calls it. Not in MXNet.");
   npx.def("pooling", &pooling, "data"_a, "kernel"_a = nb::none(), "pool_type"_a = "max",
           "global_pool"_a = false, "pooling_convention"_a = "valid", "stride"_a = nb::none(),
           "pad"_a = nb::none(), "count_include_pad"_a = true, "layout"_a = nb::none(),

@@ -393,15 +393,15 @@ def test_fashion_mnist_reads_the_debian_files():
     X, Y = next(iter(loader))
     assert X.shape == (256, 1, 28, 28) and Y.shape == (256,)
     assert 0.0 <= X.asnumpy().min() and X.asnumpy().max() <= 1.0
-    # The batch path (one gather, the transform on the whole batch) equals sample by sample.
+    # The batch path (one gather op with the transforms) equals sample by sample.
     t = transforms.Compose([transforms.ToTensor(), transforms.Normalize(0.286, 0.353)])
     ds = test.transform_first(t)
     fast = next(iter(DataLoader(ds, batch_size=64)))
     slow = gluon.data.default_batchify_fn([ds[i] for i in range(64)])
     for a, b in zip(fast, slow):
         numpy.testing.assert_array_equal(a.asnumpy(), b.asnumpy())
-    per_sample = ds.transform(lambda x, y: (x, y))       # a transform of its own: no fast path
-    assert per_sample._batch(numpy.arange(3)) is None
+    per_sample = ds.transform(lambda x, y: (x, y))       # a transform of its own: no gather op
+    assert per_sample._gather_fields() is None
 
 
 def test_missing_dataset_file_names_the_file_and_the_package(tmp_path):

@@ -347,6 +347,100 @@ def test_trainer_leaves_running_statistics_alone():
     numpy.testing.assert_array_equal(net[1].running_var.data().asnumpy(), before)
 
 
+# ---- Conv2D(activation='relu'): the fused npx.convolution_relu ----
+
+ENGINES = [("naive", 0), ("threaded", 1), ("threaded", 2), ("threaded", 4)]
+
+
+def engine_of(kind):
+    name, workers = kind
+    return de.Engine(name, cpu_threads=workers) if workers else de.Engine(name)
+
+
+def conv_relu_steps(fused, strides, hybrid):
+    """The output and the gradients of x, weight and bias over two steps (the second a replay
+    when hybridized) of Conv2D(5, 3, padding=1, activation='relu') (fused) or of
+    Conv2D(5, 3, padding=1) then Activation('relu'), from the same parameters and head
+    gradient. Stride 1 takes the direct convolution loop, stride 2 im2col + GEMM."""
+    r = numpy.random.default_rng(51)
+    x = np.array(r.standard_normal((2, 3, 10, 12)).astype(numpy.float32))
+    x.attach_grad()
+    net = nn.HybridSequential()
+    if fused:
+        net.add(nn.Conv2D(5, 3, strides=strides, padding=1, activation="relu"))
+    else:
+        net.add(nn.Conv2D(5, 3, strides=strides, padding=1), nn.Activation("relu"))
+    net.initialize()
+    conv = net[0]
+    conv.weight.set_data(np.array(r.standard_normal((5, 3, 3, 3)).astype(numpy.float32)))
+    conv.bias.set_data(np.array(r.standard_normal(5).astype(numpy.float32)))
+    if hybrid:
+        net.hybridize()
+    out = []
+    for _ in range(2):
+        with autograd.record():
+            y = net(x)
+        y.backward(np.array(r.standard_normal(y.shape).astype(numpy.float32)))
+        out += [y.asnumpy(), x.grad.asnumpy(), conv.weight.grad().asnumpy(),
+                conv.bias.grad().asnumpy()]
+    assert (out[0] == 0).any() and (out[0] > 0).any()  # the ReLU cuts and passes
+    return out
+
+
+@pytest.mark.parametrize("hybrid", [False, True], ids=["eager", "hybridized"])
+@pytest.mark.parametrize("strides", [1, 2])
+def test_conv2d_fused_relu_is_relu_of_convolution_bit_for_bit(strides, hybrid):
+    # As the C++ CnnAutograd.ConvolutionReluIsReluOfConvolutionBitForBit: forward and every
+    # gradient, on the naive engine and the threaded one with 1, 2 and 4 workers.
+    runs = []
+    for kind in ENGINES:
+        with engine_of(kind):
+            fused = conv_relu_steps(True, strides, hybrid)
+            composed = conv_relu_steps(False, strides, hybrid)
+        for a, b in zip(fused, composed):
+            numpy.testing.assert_array_equal(a, b)
+        runs.append(fused)
+    for run in runs[1:]:
+        for a, b in zip(run, runs[0]):
+            numpy.testing.assert_array_equal(a, b)
+
+
+def test_conv2d_relu_pushes_one_fused_op():
+    r = numpy.random.default_rng(52)
+    x = np.array(r.standard_normal((2, 3, 6, 6)).astype(numpy.float32))
+    names = {}
+    for act in ("relu", "tanh"):
+        conv = nn.Conv2D(4, 3, activation=act, in_channels=3)
+        conv.initialize()
+        e = de.engine()
+        with de.record(e) as rec:
+            with autograd.record():
+                y = conv(x)
+            y.backward()
+        e.wait_all()
+        names[act] = rec.graph().node_names()
+    assert "convolution_relu" in names["relu"]
+    assert "convolution" not in names["relu"] and "relu" not in names["relu"]
+    assert "convolution" in names["tanh"] and "convolution_relu" not in names["tanh"]
+
+
+def test_npx_convolution_relu_and_its_errors():
+    r = numpy.random.default_rng(53)
+    x = np.array(r.standard_normal((2, 3, 7, 7)).astype(numpy.float32))
+    w = np.array(r.standard_normal((4, 3, 3, 3)).astype(numpy.float32))
+    b = np.array(r.standard_normal(4).astype(numpy.float32))
+    for args in ({"stride": (2, 2), "pad": (1, 1)}, {"no_bias": True}):
+        got = npx.convolution_relu(x, w, b, kernel=(3, 3), num_filter=4, **args)
+        want = npx.relu(npx.convolution(x, w, b, kernel=(3, 3), num_filter=4, **args))
+        numpy.testing.assert_array_equal(got.asnumpy(), want.asnumpy())
+    with pytest.raises(ValueError, match=r"convolution_relu: bias of shape \(3,\) does not "
+                                         r"match weight \(4, 3, 3, 3\)"):
+        npx.convolution_relu(x, w, np.zeros(3))
+    with pytest.raises(ValueError, match=r"convolution_relu: kernel \(2, 2\) does not match "
+                                         r"weight \(4, 3, 3, 3\)"):
+        npx.convolution_relu(x, w, b, kernel=(2, 2))
+
+
 # ---- hybridize() ----
 
 def small_cnn(seed, ctx=None, act="relu"):

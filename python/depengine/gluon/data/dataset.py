@@ -35,10 +35,6 @@ class _TransformFirst:
     def __call__(self, x, *args):
         return (self._fn(x),) + args if args else self._fn(x)
 
-    @property
-    def batchable(self):
-        return getattr(self._fn, "batchable", False)
-
 
 class _LazyTransformDataset(Dataset):
     def __init__(self, data, fn):
@@ -52,16 +48,24 @@ class _LazyTransformDataset(Dataset):
         item = self._data[idx]
         return self._fn(*item) if isinstance(item, tuple) else self._fn(item)
 
-    def _batch(self, indices):
-        """The batch's fields as host arrays, the transform applied to the whole batch at once
-        (DataLoader's fast path), or None when the transform works on one sample only."""
-        gather = getattr(self._data, "_batch", None)
-        if gather is None or not getattr(self._fn, "batchable", False):
-            return None
-        fields = gather(indices)
+    def _gather_fields(self):
+        """The fields of the data set below with this transform added to the steps of the
+        field it applies to (the first, for transform_first or a one-field data set), or None
+        when it is not a chain of the vision transforms that the DataLoader's gather op
+        applies (see _gather_fields of ArrayDataset)."""
+        fields = _gather_fields_of(self._data)
         if fields is None:
             return None
-        return [self._fn._fn(fields[0])] + list(fields[1:])
+        fn = self._fn
+        if isinstance(fn, _TransformFirst):
+            fn = fn._fn
+        elif len(fields) != 1:
+            return None
+        steps = _steps(fn)
+        if steps is None:
+            return None
+        array, before = fields[0]
+        return [(array, before + steps)] + fields[1:]
 
 
 class SimpleDataset(Dataset):
@@ -87,7 +91,8 @@ def _host(a):
 class ArrayDataset(Dataset):
     """Samples zipped from arrays of equal length (depengine or NumPy arrays, lists):
     dataset[i] is (a[i], b[i], ...), or a[i] for one array. DataLoader batches an
-    ArrayDataset with one gather per field instead of one per sample."""
+    ArrayDataset (and its transform_first of vision transforms) with one engine op per batch
+    instead of one gather per sample."""
 
     def __init__(self, *args):
         if not args:
@@ -98,7 +103,6 @@ class ArrayDataset(Dataset):
                 raise ValueError(f"ArrayDataset: all arrays must have the same length; array "
                                  f"{i} has {len(a)}, array 0 has {self._length}")
         self._data = args
-        self._hosts = None
 
     def __len__(self):
         return self._length
@@ -108,8 +112,30 @@ class ArrayDataset(Dataset):
             return self._data[0][idx]
         return tuple(a[idx] for a in self._data)
 
-    def _batch(self, indices):
-        """The batch's fields as host arrays: one gather per field (DataLoader's fast path)."""
-        if self._hosts is None:
-            self._hosts = [_host(a) for a in self._data]
-        return [h[indices] for h in self._hosts]
+    def _gather_fields(self):
+        """[(host array, transform steps)] per field: what the DataLoader's gather op reads
+        (the host arrays are copied into it once, when a DataLoader is made)."""
+        return [(_host(a), ()) for a in self._data]
+
+
+def _gather_fields_of(dataset):
+    """dataset._gather_fields() where the data set has it, else None."""
+    fields = getattr(dataset, "_gather_fields", None)
+    return fields() if fields is not None else None
+
+
+def _steps(fn):
+    """A transform as a tuple of vision transforms (ToTensor, Normalize; a Compose of them
+    flattened), or None for any other callable."""
+    from .vision import transforms
+    if isinstance(fn, (transforms.ToTensor, transforms.Normalize)):
+        return (fn,)
+    if isinstance(fn, transforms.Compose):
+        steps = ()
+        for t in fn._transforms:
+            more = _steps(t)
+            if more is None:
+                return None
+            steps += more
+        return steps
+    return None

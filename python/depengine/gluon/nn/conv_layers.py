@@ -1,7 +1,8 @@
 """gluon.nn's convolutional layers, as MXNet 1.9's: Conv2D, MaxPool2D, AvgPool2D,
 GlobalMaxPool2D, GlobalAvgPool2D and BatchNorm. Each forward pushes one engine op
-(npx.convolution, npx.pooling, npx.batch_norm) plus the activation, so they record and replay
-under hybridize() like the basic layers.
+(npx.convolution, npx.pooling, npx.batch_norm) plus the activation (a ReLU is fused into the
+convolution: npx.convolution_relu), so they record and replay under hybridize() like the
+basic layers.
 
 Layout NCHW only. MXNet's options that the ops do not implement (another layout, dilation,
 groups, ceil_mode, a BatchNorm axis other than the channel axis 1) raise NotImplementedError
@@ -132,10 +133,14 @@ class Conv2D(HybridBlock):
                              f"{in_channels} channels, but the weight has shape {w.shape} "
                              f"({w.shape[1]} input channels)")
         bias = self.bias.data() if self.bias is not None else None
-        out = _call_op(self, npx.convolution, x, w.data(), bias, kernel=self._kernel,
-                       stride=self._strides, pad=self._padding, num_filter=self._channels,
-                       no_bias=bias is None, layout="NCHW")
-        return self.act(out) if self.act is not None else out
+        # A ReLU is fused into the convolution (one op, one tape entry, the same bits as
+        # relu(convolution)); another activation is a layer of its own.
+        fuse_relu = self.act is not None and self.act._act_type == "relu"
+        op = npx.convolution_relu if fuse_relu else npx.convolution
+        out = _call_op(self, op, x, w.data(), bias, kernel=self._kernel, stride=self._strides,
+                       pad=self._padding, num_filter=self._channels, no_bias=bias is None,
+                       layout="NCHW")
+        return self.act(out) if self.act is not None and not fuse_relu else out
 
     def __repr__(self):
         shape = self.weight.shape

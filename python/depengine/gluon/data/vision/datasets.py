@@ -70,11 +70,11 @@ class _IdxImages(Dataset):
             return self._transform(self._data[idx], self._label[idx])
         return self._data[idx], self._label[idx]
 
-    def _batch(self, indices):
-        """(images, labels) of the batch (DataLoader's fast path); None with a transform=."""
+    def _gather_fields(self):
+        """(images, labels) for the DataLoader's gather op; None with a transform=."""
         if self._transform is not None:
             return None
-        return [self._data[indices], self._label[indices]]
+        return [(self._data, ()), (self._label, ())]
 
 
 class FashionMNIST(_IdxImages):

@@ -17,11 +17,6 @@ class Compose:
     def __init__(self, transforms):
         self._transforms = list(transforms)
 
-    @property
-    def batchable(self):
-        """Whether every transform maps a batch as it maps each of its samples."""
-        return all(getattr(t, "batchable", False) for t in self._transforms)
-
     def __call__(self, x):
         for t in self._transforms:
             x = t(x)
@@ -30,8 +25,6 @@ class Compose:
 
 class ToTensor:
     """(H, W, C) (or a batch (N, H, W, C)) uint8 in [0, 255] -> (C, H, W) float32 in [0, 1]."""
-
-    batchable = True
 
     def __call__(self, x):
         a = _host(x)
@@ -45,8 +38,6 @@ class ToTensor:
 class Normalize:
     """(x - mean) / std per channel of a (C, H, W) (or (N, C, H, W)) tensor; mean and std
     are numbers or one per channel."""
-
-    batchable = True
 
     def __init__(self, mean=0.0, std=1.0):
         self._mean = _numpy.asarray(mean, dtype=_numpy.float32)
