@@ -4,6 +4,7 @@
 // the end; the same bits on every engine; errors name the field or the index.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -106,12 +107,19 @@ TEST(BatchGather, IsOneOpOnTheCopyLaneRunByAWorker) {
   e->set_observer(lanes);
   EngineScope use(*e);
   const std::vector<NDArray> b = image_gather()(std::vector<std::int64_t>{1, 2});
+  // Pushed, not run by the caller: a worker runs it while this thread only looks. (Not
+  // wait_all, whose thread may run queued ops itself.)
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  auto started = [&] {
+    std::lock_guard lock(lanes->m);
+    return !lanes->ran_on.empty();
+  };
+  while (!started() && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
   e->wait_all();
   e->set_observer(nullptr);
   ASSERT_EQ(lanes->seen.size(), 1u);
   EXPECT_EQ(lanes->seen[0].first, "gather_batch");
   EXPECT_EQ(lanes->seen[0].second, Lane::copy_to_device);
-  // Pushed, not run by the caller: a worker ran it.
   ASSERT_EQ(lanes->ran_on.size(), 1u);
   EXPECT_NE(lanes->ran_on[0], std::this_thread::get_id());
 }
