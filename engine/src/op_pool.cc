@@ -1,5 +1,7 @@
 #include "op_pool.h"
 
+#include <pthread.h>
+
 #include <mutex>
 #include <new>
 
@@ -42,8 +44,19 @@ struct Shared {
   Block* batches = nullptr;
   std::size_t n = 0;
 };
+Shared* g_shared = nullptr;
+
+// fork(): the child has only the forking thread, and another thread of the parent may have
+// held the lock or been moving a batch. The child starts from an empty list and a free lock
+// (the parent's batches are left as they are: leaked in the child).
+void reset_in_child() noexcept { ::new (g_shared) Shared; }
+
 Shared& shared() {
-  static auto* s = new Shared;
+  static Shared* const s = [] {
+    g_shared = new Shared;
+    ::pthread_atfork(nullptr, nullptr, reset_in_child);
+    return g_shared;
+  }();
   return *s;
 }
 
