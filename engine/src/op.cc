@@ -168,10 +168,9 @@ std::string Op::call_name() const {
       return "wait_to_read";
     case OpKind::delete_var:
       return "delete_var";
-    case OpKind::reduce_combine:
-      return "reduce_combine";
     case OpKind::body:
     case OpKind::async_body:
+    case OpKind::reduce_combine:  // "push 'reduce_combine'", as before the kinds
       break;
   }
   const std::string call = is_async() ? "push_async" : "push";

@@ -219,6 +219,33 @@ def test_conv2d_gradients_match_finite_differences(strides, padding):
                                       rtol=1e-3, atol=1e-3)
 
 
+@pytest.mark.parametrize("strides,padding", [((1, 1), (0, 0)), ((2, 1), (1, 2))])
+def test_conv2d_relu_gradients_match_finite_differences(strides, padding):
+    # The fused layer (npx.convolution_relu) against max(conv, 0) in float64, on a fixed
+    # draw whose outputs all lie at least 0.01 from ReLU's kink, so no finite step crosses it.
+    g = numpy.random.default_rng(11)
+    x, w, b = (g.standard_normal(s).astype(numpy.float32) for s in ((2, 2, 5, 6), (3, 2, 3, 3), (3,)))
+    assert numpy.abs(conv_ref(x, w, b, strides, padding)).min() > 0.01
+    conv = nn.Conv2D(3, 3, strides=strides, padding=padding, in_channels=2,
+                     activation="relu")
+    conv.initialize()
+    xa = np.array(x)
+    xa.attach_grad()
+    conv.weight.set_data(np.array(w))
+    conv.bias.set_data(np.array(b))
+    with autograd.record():
+        y = conv(xa)
+    r = g.standard_normal(y.shape).astype(numpy.float32)
+    y.backward(np.array(r))
+    args = [x, w, b]
+    for i, got in enumerate((xa.grad, conv.weight.grad(), conv.bias.grad())):
+        def f(v, i=i):
+            a = [v if j == i else args[j].astype(numpy.float64) for j in range(3)]
+            return numpy.maximum(conv_ref(*a, strides, padding), 0.0)
+        numpy.testing.assert_allclose(got.asnumpy(), numeric_grad(f, args[i], r),
+                                      rtol=1e-3, atol=1e-3)
+
+
 @pytest.mark.parametrize("make,ref", [
     (lambda: nn.MaxPool2D(3, strides=2, padding=1),
      lambda x: pool_ref(x, (3, 3), (2, 2), (1, 1), "max")),
