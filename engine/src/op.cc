@@ -9,13 +9,15 @@
 #include <vector>
 
 #include "depengine/running_op.h"
-#include "op_pool.h"
+#include "record_pool.h"
 #include "reduce.h"
 
 namespace depengine::detail {
 
-void* Op::operator new(std::size_t size) { return op_pool::allocate(size); }
-void Op::operator delete(void* p) noexcept { op_pool::release(p, sizeof(Op)); }
+void* Op::operator new(std::size_t) { return record_pool::allocate(record_pool::Record::op); }
+void Op::operator delete(void* p) noexcept {
+  record_pool::release(record_pool::Record::op, p);
+}
 
 namespace {
 std::atomic<std::uint64_t> g_next_engine_id{1};

@@ -83,7 +83,7 @@ enum class OpKind : std::uint8_t {
 
 class Op final : public CompletionTarget {
  public:
-  // From the op pool (op_pool.h): ops are made on the pushing thread and freed on a worker,
+  // From the record pool (record_pool.h): ops are made on the pushing thread and freed on a worker,
   // which a general-purpose allocator handles slowly.
   static void* operator new(std::size_t size);
   static void operator delete(void* p) noexcept;

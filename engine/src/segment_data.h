@@ -1,6 +1,6 @@
 // What Engine::record keeps (segment.cc) and what the threaded engine's fast replay reads
-// (threaded_engine.cc): the recorded ops, and for segments of plain CPU ops the internal
-// edges between them (docs/design.md, "Segments").
+// (replay_run.h): the recorded ops, and for segments of plain CPU ops the internal edges
+// between them (docs/design.md, "Segments").
 #pragma once
 
 #include <cstdint>

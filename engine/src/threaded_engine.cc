@@ -3,11 +3,12 @@
 // granted (reads of one version together, writes alone), and is dispatched to the CPU
 // scheduler (scheduler.h) or to its GPU lane (device_dispatch.h). Finishing an op releases
 // its accesses, which grants the next ones; the finishing CPU worker offers one newly ready
-// op to the scheduler as its continuation. A GPU op finishes for the var queues once its
-// work is on its stream, and retires when that work completes (device/gpu_sync.h describes
-// the events that order the rest). A replayed segment of CPU ops (replay_fast) puts one
-// access per var in the queues and releases its ops among themselves by counters.
-#include <bit>
+// op to the scheduler as its continuation. This file composes the parts: the in-flight
+// accounting, epochs and shutdown stage (accounting.h), the CPU scheduler, the GPU launch
+// (gpu_launch.h: a GPU op finishes for the var queues once its work is on its stream, and
+// retires when that work completes), the fast replay of recorded segments (replay_run.h: one
+// access per var in the queues, the segment's ops released among themselves by counters),
+// commute exclusion (commute.h) and reductions (reduce.h).
 #include <mutex>
 #include <optional>
 #include <unordered_map>
@@ -16,14 +17,16 @@
 #include "accounting.h"
 #include "commute.h"
 #include "device_dispatch.h"
+#include "gpu_launch.h"
 #include "engine_core.h"
 #include "engine_options.h"
 #include "invariant.h"
 #include "notifier.h"
 #include "op.h"
+#include "ready_list.h"
 #include "reduce.h"
+#include "replay_run.h"
 #include "scheduler.h"
-#include "segment_data.h"
 #include "spin_lock.h"
 
 namespace depengine::detail {
@@ -37,74 +40,15 @@ struct Waiter {
 
 namespace {
 
-// A few ready ops without a heap allocation.
-class ReadyList {
- public:
-  void push(Op* op) {
-    if (n_ < kInline) {
-      inline_[n_++] = op;
-    } else {
-      more_.push_back(op);
-    }
-  }
-  template <class F>
-  void for_each(F&& f) const {
-    for (std::size_t i = 0; i < n_; ++i) f(inline_[i]);
-    for (Op* op : more_) f(op);
-  }
-
- private:
-  static constexpr std::size_t kInline = 8;
-  Op* inline_[kInline];
-  std::size_t n_ = 0;
-  std::vector<Op*> more_;
-};
-
-}  // namespace
-
-// A var's compound access in one fast replay (ReplayPlan::Gate): queued in the var's queue
-// like any access; granted, it releases the segment's first ops on the var; released when
-// the last of the segment's ops on the var has finished.
-struct ReplayGate : Access {
-  ReplayGate() : Access{} {}
-  ReplayRun* run = nullptr;
-  std::uint32_t index = 0;
-  std::atomic<std::uint32_t> left{0};  // the segment's ops on the var not yet finished
-};
-
-// One fast replay: its ops and gates, alive until its last op has finished (every gate has
-// then been granted and released). The segment it keeps holds the plan and the vars.
-struct ReplayRun {
-  explicit ReplayRun(std::shared_ptr<const SegmentData> d)
-      : seg(std::move(d)),
-        plan(seg->plan),
-        ops(std::make_unique<Op*[]>(seg->ops.size())),
-        gates(std::make_unique<ReplayGate[]>(plan.gates.size())),
-        left(seg->ops.size()) {}
-  std::shared_ptr<const SegmentData> seg;
-  const ReplayPlan& plan;
-  std::unique_ptr<Op*[]> ops;
-  std::unique_ptr<ReplayGate[]> gates;
-  std::atomic<std::size_t> left;  // ops not yet finished
-};
-
-namespace {
-
-// The completion state of a stream op, with the epoch that its device work counts in.
-class TrackedSync final : public GpuSync {
- public:
-  using GpuSync::GpuSync;
-  Epoch* epoch = nullptr;
-};
-
 constexpr std::uint64_t kActive = Accounting::kActive;
 
-class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSink {
+class ThreadedCore final : public EngineCore, public CpuRunner, public GpuLaunchHost {
  public:
   explicit ThreadedCore(const ResolvedOptions& o)
       : EngineCore(o),
         counts_(o.max_inflight),
-        devices_(o.sim_gpus, [this](Op* op, GpuLane& lane) { run_gpu(op, lane); },
+        devices_(o.sim_gpus,
+                 [this](Op* op, GpuLane& lane) { launch_gpu_op(op, lane, devices_, *this); },
                  [this](Op* op) { redispatch(op); }) {
     sched_.emplace(o.cpu_threads, *this);
   }
@@ -167,35 +111,8 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     const std::size_t n = seg->ops.size();
     if (n == 0) return true;
     // Built before the lock; a throw (bad_alloc) frees what was built.
-    auto run = std::make_unique<ReplayRun>(seg);
     std::vector<OpPtr> built;
-    built.reserve(n);
-    for (std::size_t i = 0; i < n; ++i) {
-      const RecordedOp& rec = seg->ops[i];
-      OpPtr op(new Op(this, rec.async ? OpKind::async_body : OpKind::body,
-                         PushOptions(rec.options)));
-      op->set_body(body_builder<SharedBody>(rec.body));
-      const std::uint32_t b = plan.acc_begin[i], e = plan.acc_begin[i + 1];
-      op->acc.resize(e - b);
-      for (std::uint32_t k = b; k < e; ++k) {
-        const ReplayPlan::PlanAccess& pa = plan.accesses[k];
-        op->acc[k - b] = make_access(pa.var, op.get(), pa.kind);
-      }
-      op->wait.store(static_cast<int>(plan.waits[i]) + 1, std::memory_order_relaxed);
-      op->replay = run.get();
-      op->replay_index = static_cast<std::uint32_t>(i);
-      run->ops[i] = op.get();
-      built.push_back(std::move(op));
-    }
-    for (std::size_t g = 0; g < plan.gates.size(); ++g) {
-      ReplayGate& gate = run->gates[g];
-      gate.var = plan.gates[g].var;
-      gate.kind = plan.gates[g].kind;
-      gate.gate = true;
-      gate.run = run.get();
-      gate.index = static_cast<std::uint32_t>(g);
-      gate.left.store(plan.gates[g].users, std::memory_order_relaxed);
-    }
+    std::unique_ptr<ReplayRun> run = build_replay(seg, this, built);
     std::lock_guard lk(push_mu_);
     if (counts_.stage() != Stage::running) return false;
     for (const ReplayPlan::Gate& g : plan.gates) {
@@ -338,84 +255,15 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
                   {.original = failed, .continuation = true});
   }
 
-  // Launches a GPU op onto its lane's stream. A synchronous op finishes for the var queues
-  // as soon as its work is on the stream, behind events that order it after the device work
-  // it depends on, and retires in gpu_op_completed when that work has run. An asynchronous
-  // op is a host op: it starts once its device inputs are complete, and ends at done().
-  void run_gpu(Op* op, GpuLane& lane) {
-    if (lane.bind_error()) {
-      finish(op, Failure{lane.bind_error(), op->seq}, {.original = true});
-      return;
-    }
-    Failure up;
-    if (!take_commute(op, [this](Op* parked) { redispatch(parked); })) return;
-    if (op->is_async()) {
-      if (devices_.await_inputs(op, up)) return;
-      if (!up) up = op->upstream_failure();
-    } else {
-      up = read_failure(*op);
-    }
-    if (up) {
-      finish(op, std::move(up), {});
-      return;
-    }
-    op->observe_start(lane.index());
-    DeviceStream& stream = lane.stream();
-    RunContext ctx{op->opts.device, op->opts.lane, lane.index(), &stream};
-    if (op->is_async()) {
-      run_async(op, ctx);
-      return;
-    }
-    std::exception_ptr error;
-    std::vector<GpuSyncPtr> upstream;
-    std::shared_ptr<TrackedSync> sync;
-    {
-      CurrentOpScope scope(op);
-      try {
-        upstream = order_after_inputs(*op, stream, lane.key());
-        if (Failure late = completed_failure(upstream)) {
-          up = std::move(late);
-        } else {
-          op->fn->call(ctx, nullptr);
-          stream.check_launch();
-        }
-      } catch (...) {
-        error = std::current_exception();
-      }
-    }
-    if (up) {  // an input failed while this op was being ordered: skipped, nothing launched
-      // Ends the span of the waits already issued, so that the failure a data wait carries
-      // is not reported for the next op on this stream.
-      stream.notify_when_done([](std::exception_ptr) {});
-      finish(op, std::move(up), {});
-      return;
-    }
-    {
-      CurrentOpScope scope(op);
-      try {
-        // Recorded even after a failed launch: work it enqueued before failing stays ordered.
-        EventPool& events = devices_.events(op->opts.device.id);
-        // The observer's on_end is reported when the work completes.
-        sync = std::make_shared<TrackedSync>(*this, events, lane.key(), op->seq,
-                                             std::move(upstream), Failure{error, op->seq},
-                                             op->observer);
-        stream.record(sync->event());
-      } catch (...) {
-        if (!error) error = std::current_exception();
-        sync.reset();
-      }
-    }
-    const bool failed = error != nullptr;
-    if (sync) {
-      publish(*op, sync);
-      op->observer.reset();
-      // The device work stays in flight and active, in the op's epoch, until it completes.
-      sync->epoch = op->epoch;
-      Accounting::add_to_epoch(sync->epoch, 1);
-      counts_.raise(Accounting::kOneActive);
-      stream.notify_when_done([sync](std::exception_ptr e) { sync->stream_done(std::move(e)); });
-    }
-    finish(op, Failure{std::move(error), op->seq}, {.original = failed});
+  // GpuLaunchHost: what launch_gpu_op (gpu_launch.h) needs of the engine.
+  void finish_launched(Op* op, Failure failure, bool original) override {
+    finish(op, std::move(failure), {.original = original});
+  }
+  void run_async_body(Op* op, const RunContext& ctx) override { run_async(op, ctx); }
+  void redispatch_parked(Op* op) override { redispatch(op); }
+  void device_work_started(Epoch* epoch) override {
+    Accounting::add_to_epoch(epoch, 1);
+    counts_.raise(Accounting::kOneActive);
   }
 
   void gpu_op_completed(GpuSync& sync) override {
@@ -573,42 +421,11 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
   // One granted access: its op is ready when it was the last grant it missed; a replay's
   // gate releases the segment's first ops on its var instead.
   static void grant(Access* a, ReadyList& ready) {
-    if (!a->gate) {
+    if (a->gate) {
+      grant_gate(*static_cast<ReplayGate*>(a), ready);
+    } else {
       count_down(a->op, ready);
-      return;
     }
-    auto* g = static_cast<ReplayGate*>(a);
-    const ReplayRun& run = *g->run;
-    const ReplayPlan::Gate& pg = run.plan.gates[g->index];
-    for (std::uint32_t k = pg.first_begin; k < pg.first_end; ++k) {
-      count_down(run.ops[run.plan.firsts[k]], ready);
-    }
-  }
-
-  static void count_down(Op* op, ReadyList& ready) {
-    const int waited = op->wait.fetch_sub(1, std::memory_order_acq_rel);
-    DEPENGINE_INVARIANT(waited >= 1, "an op's count of missing grants went negative");
-    if (waited == 1) ready.push(op);
-  }
-
-  // A finished op of a fast replay: its internal successors lose one predecessor, and the
-  // gate of each var it was the segment's last op on is released in the var's queue. The
-  // run is freed with its last op.
-  static void release_replayed(Op& op, ReadyList& ready) {
-    ReplayRun* run = op.replay;
-    const ReplayPlan& plan = run->plan;
-    const std::uint32_t i = op.replay_index;
-    for (std::uint32_t k = plan.succ_begin[i]; k < plan.succ_begin[i + 1]; ++k) {
-      count_down(run->ops[plan.succ[k]], ready);
-    }
-    for (std::uint32_t k = plan.acc_begin[i]; k < plan.acc_begin[i + 1]; ++k) {
-      ReplayGate& g = run->gates[plan.accesses[k].gate];
-      const std::uint32_t left = g.left.fetch_sub(1, std::memory_order_acq_rel);
-      DEPENGINE_INVARIANT(left >= 1, "a replay gate's count of unfinished ops went negative");
-      if (left == 1) release_access(g.var, g.kind, ready);
-    }
-    op.replay = nullptr;
-    if (run->left.fetch_sub(1, std::memory_order_acq_rel) == 1) delete run;
   }
 
   // How finish treats an op. `original`: the failure is the op's own (it threw, or its
@@ -637,7 +454,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuSyncSi
     failure = Failure{};
     ReadyList ready;
     if (op->replay) {
-      release_replayed(*op, ready);
+      release_replayed(*op, ready, &release_access);
     } else {
       for (Access& a : op->acc) release_access(a.var, a.kind, ready);
     }

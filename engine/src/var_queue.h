@@ -57,7 +57,7 @@ struct Access {
   // of grants goes without loading the access that ends it, which lives in another op's
   // record, most likely still in the cache of the core that pushed it.
   AccessKind next_kind;
-  // The compound access of a replayed segment (threaded_engine.cc, ReplayGate): `op` is
+  // The compound access of a replayed segment (replay_run.h, ReplayGate): `op` is
   // null and its grant releases the segment's first ops on the var.
   bool gate;
   // Version of the var this access sees: for a read, the writes pushed before it; for a

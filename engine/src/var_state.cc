@@ -4,11 +4,19 @@
 #include <string>
 
 #include "op.h"
+#include "record_pool.h"
 
 namespace depengine::detail {
 namespace {
 std::atomic<std::uint64_t> g_next_var_id{1};
 }  // namespace
+
+void* VarState::operator new(std::size_t, std::align_val_t) {
+  return record_pool::allocate(record_pool::Record::var_state);
+}
+void VarState::operator delete(void* p, std::align_val_t) noexcept {
+  record_pool::release(record_pool::Record::var_state, p);
+}
 
 void var_add_ref(VarState* s) noexcept { s->refs.fetch_add(1, std::memory_order_relaxed); }
 

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <exception>
 #include <memory>
+#include <new>
 
 #include "depengine/engine.h"
 #include "device/gpu_var.h"
@@ -44,6 +45,12 @@ struct Failure {
 struct alignas(64) VarState {
   explicit VarState(std::uint64_t owner_engine, std::uint64_t var_id)
       : owner(owner_engine), id(var_id) {}
+
+  // From the record pool (record_pool.h): made by the frontend, often freed by a worker (the
+  // release that leaves an orphaned var's queue idle), and made once per array by a Python
+  // frontend.
+  static void* operator new(std::size_t size, std::align_val_t align);
+  static void operator delete(void* p, std::align_val_t align) noexcept;
 
   std::atomic<int> refs{1};
   // Set under the engine's push lock by delete_var; checked under it by push.

@@ -1,10 +1,14 @@
 // Direct tests of the replay plan (segment_data.h, build_plan): the internal edges a fast
-// replay releases its ops by, without an engine. What replays compute is in segment_test.cc.
+// replay releases its ops by, and of the run that counts them down (replay_run.h), without
+// an engine. What replays compute is in segment_test.cc.
 #include <algorithm>
+#include <memory>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "replay_run.h"
 #include "segment_data.h"
 
 namespace depengine::detail {
@@ -121,6 +125,79 @@ TEST(ReplayPlan, CommuteReduceAndGpuOpsLeaveItToTheOpByOpPath) {
     Plan plan;
     plan.op({}, {v}, {.device = Device::gpu(0)});
     EXPECT_FALSE(plan.build().usable);
+  }
+}
+
+// A replay run releases its ops in the plan's order: nothing before its gate is granted and
+// each op's own hold is gone; then op by op along the edges; each gate is released once, by
+// the segment's last op on its var.
+struct GateReleases {
+  static inline std::vector<std::pair<VarState*, AccessKind>> seen;
+  static void release(VarState* v, AccessKind kind, ReadyList&) { seen.emplace_back(v, kind); }
+};
+
+std::vector<Op*> ops_of(const ReadyList& ready) {
+  std::vector<Op*> out;
+  ready.for_each([&](Op* op) { out.push_back(op); });
+  return out;
+}
+
+TEST(ReplayRun, CountsDownAlongThePlanAndReleasesEachGateOnce) {
+  Var v(new_var_state(kOwner)), a(new_var_state(kOwner)), b(new_var_state(kOwner));
+  auto d = std::make_shared<SegmentData>();
+  auto op = [&](std::vector<Var> reads, std::vector<Var> writes) {
+    d->ops.push_back(RecordedOp{nullptr, false, {}, std::move(reads), std::move(writes)});
+  };
+  op({}, {v});   // 0
+  op({v}, {a});  // 1
+  op({v}, {b});  // 2
+  build_plan(*d);
+  ASSERT_TRUE(d->plan.usable);
+  std::vector<OpPtr> built;
+  std::unique_ptr<ReplayRun> run = build_replay(d, nullptr, built);
+  ASSERT_EQ(built.size(), 3u);
+  for (std::size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(built[i]->replay, run.get());
+    EXPECT_EQ(built[i]->replay_index, i);
+  }
+  std::vector<Op*> ops;
+  ReplayRun* raw_run = run.release();  // freed with its last op below
+  ReadyList held;
+  for (OpPtr& o : built) {
+    ops.push_back(o.get());
+    count_down(o.release(), held);  // the engine's hold, once registered
+  }
+  EXPECT_TRUE(ops_of(held).empty()) << "no op is ready before its gates are granted";
+  // Granting v's gate releases op 0 only; a's and b's gates release ops 1 and 2 by one
+  // wait each, which they still need op 0 for.
+  const ReplayPlan& p = d->plan;
+  ReadyList ready;
+  for (std::size_t g = 0; g < p.gates.size(); ++g) grant_gate(raw_run->gates[g], ready);
+  EXPECT_EQ(ops_of(ready), std::vector<Op*>{ops[0]});
+  GateReleases::seen.clear();
+  ReadyList after0;
+  release_replayed(*ops[0], after0, &GateReleases::release);
+  EXPECT_EQ(ops_of(after0), (std::vector<Op*>{ops[1], ops[2]}));
+  EXPECT_TRUE(GateReleases::seen.empty()) << "v's gate stays until its last op finishes";
+  ReadyList after1;
+  release_replayed(*ops[1], after1, &GateReleases::release);
+  EXPECT_TRUE(ops_of(after1).empty());
+  ASSERT_EQ(GateReleases::seen.size(), 1u);
+  EXPECT_EQ(GateReleases::seen[0].first, a.state());
+  ReadyList after2;
+  release_replayed(*ops[2], after2, &GateReleases::release);  // frees the run
+  // Op 2 was the last on v (its gate a write: op 0 writes v) and on b, in either order.
+  ASSERT_EQ(GateReleases::seen.size(), 3u);
+  std::vector<std::pair<VarState*, AccessKind>> last(GateReleases::seen.begin() + 1,
+                                                     GateReleases::seen.end());
+  std::sort(last.begin(), last.end());
+  std::vector<std::pair<VarState*, AccessKind>> want{{v.state(), AccessKind::write},
+                                                     {b.state(), AccessKind::write}};
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(last, want);
+  for (Op* o : ops) {
+    EXPECT_EQ(o->replay, nullptr);
+    o->release();
   }
 }
 
