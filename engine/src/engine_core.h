@@ -57,6 +57,8 @@ class EngineCore : public OpSink {
   }
   void delete_var(const Var& v, std::function<void()> on_deleted) {
     check_not_in_observer("delete_var");
+    check_var(v, id_, "delete_var");
+    if (delete_idle_var(v.state(), on_deleted)) return;
     submit(make_delete_op(this, v, std::move(on_deleted), id_), v.state());
   }
   // Engine::record and Engine::replay (segment.cc).
@@ -126,6 +128,11 @@ class EngineCore : public OpSink {
   virtual void check_gpu_queue(Device device, Lane lane) = 0;
   // Registers a pushed op (delete_var's when `to_delete` is set), all or nothing.
   virtual void submit(OpPtr op, VarState* to_delete) = 0;
+  // delete_var without an op: true when the engine deleted `v` at once and ran
+  // `on_deleted`; false leaves it to delete_var's op (and `on_deleted` untouched).
+  virtual bool delete_idle_var(VarState* /*v*/, std::function<void()>& /*on_deleted*/) {
+    return false;
+  }
 
  private:
   void record_push(const BodyBuilder& body, bool async, VarList reads, VarList writes,

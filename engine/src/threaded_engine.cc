@@ -320,6 +320,39 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuLaunch
     enqueue(std::move(op), counted, reserved, running);
   }
 
+  // A var that nothing pending uses (its queue idle: every earlier op on it has finished)
+  // is deleted at once, on the calling thread, without an op: a frontend that drops each
+  // array after its op has run (the chapter's `y = x + 1` loop) pushed half its ops for
+  // this. The op stays where it shows or orders something: with an observer (graphs and
+  // profiles show it), for a var with device state or an open reduction, and for an
+  // engine that has stopped (which refuses it). `on_deleted` runs after the push lock is let
+  // go (it may push); what it throws is reported by wait_all, as the op's failure would be.
+  bool delete_idle_var(VarState* v, std::function<void()>& on_deleted) override {
+    auto caller = counts_.caller();  // shutdown waits for on_deleted
+    std::uint64_t seq;
+    {
+      std::lock_guard lk(push_mu_);
+      if (observer_ || counts_.stage() == Stage::stopped || v->deleted || v->reduction_open ||
+          v->gpu.get() != nullptr) {
+        return false;
+      }
+      {
+        std::lock_guard vl(v->queue.lock);
+        if (!v->queue.idle()) return false;
+      }
+      v->deleted = true;
+      seq = next_seq_++;
+    }
+    if (on_deleted) {
+      try {
+        on_deleted();
+      } catch (...) {
+        record_failure(seq, std::current_exception());
+      }
+    }
+    return true;
+  }
+
   // Registers and grants a checked op, dispatching it when every access was granted. Call
   // under the push lock.
   // `running`: the op the pushing thread runs, if any (current_op()).

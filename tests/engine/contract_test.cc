@@ -340,6 +340,58 @@ TEST_P(Contract, P6_DeleteRunsAfterEarlierAccesses) {
   EXPECT_EQ(readers_at_delete.load(), 10);
 }
 
+// Point 6, a var nothing pending uses (every earlier op on it has finished): the threaded
+// engine deletes it at once, on the calling thread, without an op; later use is refused as
+// after any delete, and what on_deleted throws is reported by the next wait_all.
+TEST_P(Contract, P6_DeletingAnIdleVarRunsOnDeletedAtOnce) {
+  Var v = e_->new_var();
+  int value = 0;
+  e_->push([&] { value = 7; }, {}, {v});
+  e_->wait_to_read(v);
+  std::thread::id ran_on;
+  int seen = -1;
+  e_->delete_var(v, [&] {
+    ran_on = std::this_thread::get_id();
+    seen = value;
+  });
+  // The naive engine runs every op on the calling thread; the threaded engine now does too
+  // for this one, and has nothing pending once delete_var returns.
+  EXPECT_EQ(ran_on, std::this_thread::get_id());
+  EXPECT_EQ(seen, 7);
+  EXPECT_EQ(e_->pending(), 0u);
+  expect_error([&] { e_->push([] {}, {v}, {}); }, "was deleted");
+  expect_error([&] { e_->delete_var(v); }, "was already deleted");
+  e_->wait_all();
+
+  Var w = e_->new_var();
+  e_->delete_var(w, [] { throw std::runtime_error("on_deleted threw"); });
+  try {
+    e_->wait_all();
+    ADD_FAILURE() << "wait_all did not report what on_deleted threw";
+  } catch (const std::runtime_error& ex) {
+    EXPECT_STREQ(ex.what(), "on_deleted threw");
+  }
+  EXPECT_NO_THROW(e_->wait_all());
+}
+
+// The same delete with an access still pending takes the op: it waits for that access.
+TEST_P(Contract, P6_DeletingABusyVarWaitsForItsAccess) {
+  if (!threaded()) GTEST_SKIP() << "the naive engine runs the read before push returns";
+  Var v = e_->new_var();
+  std::atomic<bool> release{false}, ran{false};
+  std::atomic<bool> deleted_before_release{false};
+  e_->push([&] {
+    while (!release) std::this_thread::yield();
+    ran = true;
+  }, {v}, {});
+  e_->delete_var(v, [&] { deleted_before_release = !release.load(); });
+  EXPECT_GE(e_->pending(), 1u);
+  release = true;
+  e_->wait_all();
+  EXPECT_TRUE(ran.load());
+  EXPECT_FALSE(deleted_before_release.load());
+}
+
 // Point 7: several frontend threads push at once; each thread's order is kept.
 TEST_P(Contract, P7_PushFromSeveralThreads) {
   constexpr int kThreads = 4, kOps = 2000;

@@ -205,8 +205,8 @@ class Engine {
   // exception an observer threw and one an async body threw after calling done().
   virtual void wait_all() = 0;
 
-  // Deletes `v`: a write that runs `on_deleted` (if given) once the earlier accesses are
-  // done, then drops the bookkeeping. Later use of `v` throws Error.
+  // Deletes `v`: runs `on_deleted` (if given) once the earlier accesses are done (with none
+  // pending, it may run at once on the calling thread), drops the bookkeeping; later use throws.
   virtual void delete_var(const Var& v, std::function<void()> on_deleted = {}) = 0;
 
   // Runs `fn()` on the calling thread, as usual, and returns the ops it pushed to this
