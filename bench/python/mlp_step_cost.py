@@ -22,6 +22,7 @@ import cProfile
 import os
 import pstats
 import re
+import statistics
 import time
 
 import numpy
@@ -84,14 +85,15 @@ def setup(a):
 
 
 def epoch_timed(net, loss_fn, trainer, loader):
-    """One epoch of mlp_gluon.py's loop; returns ({phase: [cpu ns, wall ns]}, steps)."""
-    cost = {p: [0, 0] for p in PHASES}
+    """One epoch of mlp_gluon.py's loop; returns ({phase: [[cpu ns per step], [wall ns per
+    step]]}, steps)."""
+    cost = {p: [[], []] for p in PHASES}
     cpu, wall = time.thread_time_ns, time.perf_counter_ns
 
     def mark(phase, c0, w0):
         c1, w1 = cpu(), wall()
-        cost[phase][0] += c1 - c0
-        cost[phase][1] += w1 - w0
+        cost[phase][0].append(c1 - c0)
+        cost[phase][1].append(w1 - w0)
         return c1, w1
 
     loss_sum = np.zeros((1,))
@@ -157,7 +159,7 @@ def main():
           f"batch {a.batch}, load average {os.getloadavg()[0]:.2f}")
     epoch_plain(net, loss_fn, trainer, loader)  # warm-up
 
-    total = {ph: [0, 0] for ph in PHASES}
+    total = {ph: [[], []] for ph in PHASES}
     steps = 0
     secs = 0.0
     before = thread_cpu()
@@ -170,14 +172,18 @@ def main():
         for ph in PHASES:
             total[ph][0] += cost[ph][0]
             total[ph][1] += cost[ph][1]
+    med = statistics.median
     after = thread_cpu()
     print(f"\n{steps} steps in {secs:.2f} s: {secs / steps * 1e6:.0f} µs per step, "
           f"{steps * a.batch / secs:,.0f} examples/s")
-    print(f"\n{'phase':<14}{'python-thread CPU µs/step':>26}{'wall µs/step':>14}")
+    print(f"\n{'phase':<14}{'Python-thread CPU µs/step':>27}{'wall µs/step':>14}")
+    print(f"{'':<14}{'mean':>14}{'median':>13}{'mean':>14}")
     for ph in PHASES:
-        print(f"{ph:<14}{total[ph][0] / steps / 1e3:26.1f}{total[ph][1] / steps / 1e3:14.1f}")
-    print(f"{'all':<14}{sum(v[0] for v in total.values()) / steps / 1e3:26.1f}"
-          f"{sum(v[1] for v in total.values()) / steps / 1e3:14.1f}")
+        c, w = total[ph]
+        print(f"{ph:<14}{sum(c) / steps / 1e3:14.1f}{med(c) / 1e3:13.1f}{sum(w) / steps / 1e3:14.1f}")
+    print(f"{'all':<14}{sum(sum(v[0]) for v in total.values()) / steps / 1e3:14.1f}"
+          f"{sum(med(v[0]) for v in total.values()) / 1e3:13.1f}"
+          f"{sum(sum(v[1]) for v in total.values()) / steps / 1e3:14.1f}")
 
     print(f"\n{'thread':<24}{'CPU µs/step':>12}")
     groups = collections.defaultdict(float)

@@ -2,6 +2,8 @@
 vision data set (and their transform_first of ToTensor / Normalize / a Compose of them) is
 gathered and converted by one engine op on the CPU's copy lane (depengine/batch.h): the loop
 pushes it and goes on. Other data sets are batched sample by sample on the host."""
+import itertools as _itertools
+
 import numpy as _numpy
 
 from ... import np
@@ -68,12 +70,15 @@ class BatchSampler(Sampler):
         self._prev = []
 
     def __iter__(self):
+        # islice takes each batch's indices in C: a Python append per index cost ~100 µs per
+        # batch of 256, a Python thread's time that the engine's workers lose on a busy machine.
         batch, self._prev = self._prev, []
-        for i in self._sampler:
-            batch.append(i)
-            if len(batch) == self._batch_size:
-                yield batch
-                batch = []
+        size = self._batch_size
+        it = iter(self._sampler)
+        batch.extend(_itertools.islice(it, size - len(batch)))
+        while len(batch) == size:
+            yield batch
+            batch = list(_itertools.islice(it, size))
         if batch:
             if self._last_batch == "keep":
                 yield batch
