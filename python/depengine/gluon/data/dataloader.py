@@ -192,11 +192,15 @@ class DataLoader:
                 yield (self._batchify_fn or default_batchify_fn)(samples)
 
     def _gather_batch(self, indices):
-        idx = _numpy.asarray(indices)
-        if idx.size and idx.dtype.kind not in "iu":
-            raise IndexError(f"DataLoader: the batch sampler gave indices of type {idx.dtype}; "
-                             f"they must be integers")
-        fields = self._gather(idx.astype(_numpy.int64, copy=False))
+        # A list of ints (what the batch samplers give) is read by the op's binding itself;
+        # anything else (or None back from it) goes through NumPy's conversion and checks.
+        fields = self._gather(indices) if type(indices) is list else None
+        if fields is None:
+            idx = _numpy.asarray(indices)
+            if idx.size and idx.dtype.kind not in "iu":
+                raise IndexError(f"DataLoader: the batch sampler gave indices of type "
+                                 f"{idx.dtype}; they must be integers")
+            fields = self._gather(idx.astype(_numpy.int64, copy=False))
         return fields[0] if len(fields) == 1 else tuple(fields)
 
     def __len__(self):
