@@ -11,7 +11,7 @@ process per step (from /proc/self/task: the main thread, the engine's workers, t
 helpers), the engine ops pushed per step and the compute lane's busy time per step (one
 more, profiled, epoch: de.profile).
 
-    python bench/python/mlp_step_cost.py [--epochs 2] [--cprofile]
+    python bench/python/mlp_step_cost.py [--epochs 2] [--cprofile] [--hybridize]
 
 --cprofile also runs one epoch under cProfile and prints the functions with the most own
 time (cProfile's own cost inflates every figure: read its shares, not its times).
@@ -69,13 +69,15 @@ def setup(a):
     xtr, ytr = train[numpy.arange(len(train))]
     rng = numpy.random.default_rng(a.seed)
     draws = [rng.normal(0, numpy.sqrt(2 / 784), (784, 256)), rng.normal(0, 0.01, (256, 10))]
-    net = nn.Sequential()
+    net = nn.HybridSequential() if a.hybridize else nn.Sequential()
     net.add(nn.Dense(256, activation="relu", in_units=784), nn.Dense(10, in_units=256))
     net.initialize()
     for i, w in enumerate(draws):
         net[i].weight.set_data(np.array(numpy.ascontiguousarray(w.T).astype(numpy.float32)))
         net[i].bias.set_data(np.zeros(net[i].bias.shape))
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+    if a.hybridize:
+        net.hybridize()
     trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1})
     to_input = transforms.Compose([transforms.ToTensor(), transforms.Normalize(MEAN, STD)])
     loader = gluon.data.DataLoader(
@@ -152,6 +154,8 @@ def main():
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
     p.add_argument("--cprofile", action="store_true")
+    p.add_argument("--hybridize", action="store_true",
+                   help="the net as a HybridSequential, hybridized (mlp_gluon.py's is not)")
     a = p.parse_args()
     net, loss_fn, trainer, loader = setup(a)
     engine = de.engine()
