@@ -86,9 +86,15 @@ nb::object binary(const NDArray& a, nb::handle other) {
 template <Op op>
 nb::object inplace(nb::handle self, nb::handle other) {
   NDArray& a = nb::cast<NDArray&>(self);
+  // `other` is read here, with the GIL held: frontend_call releases it where a push may
+  // block (the naive engine, a back-pressure bound), and reading a Python object without it
+  // crashed `x += y` there (scalar_value's first call imports numpy).
   float s;
+  const bool scalar = !nb::isinstance<NDArray>(other) && scalar_value(other, s);
+  NDArray b;
+  if (!scalar) b = as_array(other, &a, op_name(op));
   frontend_call(a.engine(), [&] {
-    if (scalar_value(other, s)) {
+    if (scalar) {
       switch (op) {
         case Op::add: a += s; break;
         case Op::sub: a -= s; break;
@@ -97,7 +103,6 @@ nb::object inplace(nb::handle self, nb::handle other) {
       }
       return 0;
     }
-    const NDArray b = as_array(other, &a, op_name(op));
     switch (op) {
       case Op::add: a += b; break;
       case Op::sub: a -= b; break;

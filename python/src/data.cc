@@ -76,14 +76,7 @@ nd::BatchGather make_gather(nb::handle fields) {
   }
 }
 
-std::vector<NDArray> gather(const nd::BatchGather& g, nb::handle indices) {
-  Buffer b(indices, "indices");
-  if (b.view.ndim != 1 || b.view.itemsize != 8 || (b.format() != "q" && b.format() != "l" &&
-                                                   b.format() != "<q" && b.format() != "<l")) {
-    throw nb::type_error("BatchGather: indices must be a 1-d int64 NumPy array");
-  }
-  const std::span<const std::int64_t> idx(static_cast<const std::int64_t*>(b.view.buf),
-                                          static_cast<std::size_t>(b.view.shape[0]));
+std::vector<NDArray> gather_rows(const nd::BatchGather& g, std::span<const std::int64_t> idx) {
   // As NumPy's gather: IndexError (the frontend's check would give a ValueError).
   const auto rows = static_cast<std::int64_t>(g.rows());
   for (const std::int64_t i : idx) {
@@ -95,6 +88,34 @@ std::vector<NDArray> gather(const nd::BatchGather& g, nb::handle indices) {
   Engine& e = current_engine();
   register_engine(&e);
   return frontend_call(e, [&] { return g(idx); });
+}
+
+// A batch sampler's list of Python ints, read here: NumPy's conversion of the list (its
+// dtype discovery) cost the Python thread more per batch than the gather's push. None for
+// a list with anything else than ints (bool included) or an int beyond int64: the caller
+// then converts it with NumPy, whose checks and messages apply.
+nb::object gather(const nd::BatchGather& g, nb::handle indices) {
+  if (PyList_CheckExact(indices.ptr())) {
+    const Py_ssize_t n = PyList_GET_SIZE(indices.ptr());
+    std::vector<std::int64_t> idx(static_cast<std::size_t>(n));
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      PyObject* v = PyList_GET_ITEM(indices.ptr(), i);
+      if (!PyLong_CheckExact(v)) return nb::none();
+      int overflow = 0;
+      const long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+      if (overflow != 0) return nb::none();
+      idx[static_cast<std::size_t>(i)] = x;
+    }
+    return nb::cast(gather_rows(g, idx));
+  }
+  Buffer b(indices, "indices");
+  if (b.view.ndim != 1 || b.view.itemsize != 8 || (b.format() != "q" && b.format() != "l" &&
+                                                   b.format() != "<q" && b.format() != "<l")) {
+    throw nb::type_error("BatchGather: indices must be a 1-d int64 NumPy array or a list of ints");
+  }
+  return nb::cast(gather_rows(g, std::span<const std::int64_t>(
+                                     static_cast<const std::int64_t*>(b.view.buf),
+                                     static_cast<std::size_t>(b.view.shape[0]))));
 }
 
 }  // namespace
@@ -113,8 +134,9 @@ void bind_data(nb::module_& m) {
            "(C, H, W); divisor > 0: values divided by it; mean, stddev: lists (one per channel "
            "or one for all; empty: none), value = (value - mean) / stddev.")
       .def("__call__", &gather, "indices"_a,
-           "Pushes the batch of rows `indices` (a 1-d int64 NumPy array; negative counts from "
-           "the end) and returns one new float32 array per field at once.")
+           "Pushes the batch of rows `indices` (a 1-d int64 NumPy array or a list of ints; "
+           "negative counts from the end) and returns one new float32 array per field at "
+           "once; None for a list holding anything else than ints (convert it with NumPy).")
       .def("sample_shape",
            [](const nd::BatchGather& g, std::size_t i) {
              const Shape& s = g.sample_shape(i);

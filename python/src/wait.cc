@@ -183,7 +183,15 @@ bool interruptible_here() {
 // released: the op may be a Python one). Then the wait is made on this thread: a helper's
 // hand-offs cost two thread wake-ups more (a synchronous loop of tiny ops went from ~4 to
 // ~22 us per wait), which matters only for waits that end at once.
+// An engine with more than a few ops pending per worker is not looked at: it will not
+// finish them all within the look, whose 50 µs of spinning were then taken from its
+// workers at every wait of a loop that keeps work queued (the MLP's wait for the loss of
+// the step before last finds 30-70 ops pending: ~40 µs of the Python thread per step).
 bool settles_soon(const Engine& e) {
+  constexpr std::size_t kFewPerWorker = 4;
+  if (e.pending() > kFewPerWorker * static_cast<std::size_t>(std::max(e.cpu_threads(), 1))) {
+    return false;
+  }
   constexpr auto kLook = std::chrono::microseconds(50);
   const auto until = Clock::now() + kLook;
   for (int i = 0; e.pending() != 0; ++i) {

@@ -139,6 +139,22 @@ def test_other_data_sets_and_transforms_are_batched_sample_by_sample():
     assert list(loader)[:2] == [2, 2] and seen[:2] == [2, 2]
 
 
+def test_index_lists_of_ints_numpy_ints_and_arrays_give_the_same_batch():
+    """A batch sampler's list of ints is read by the gather's binding itself; NumPy ints,
+    a mixed list, an int64 array and negative indices give the same rows as NumPy's gather."""
+    images, labels, _ = data()
+    gather = DataLoader(ArrayDataset(images, labels), batch_size=4)._gather
+    rows = [3, 0, -1, 22, 7]
+    want = [numpy.asarray(images[rows], numpy.float32), numpy.asarray(labels[rows], numpy.float32)]
+    for idx in (rows, [numpy.int64(r) for r in rows], rows[:2] + [numpy.int32(-1)] + rows[3:],
+                numpy.array(rows, dtype=numpy.int64)):
+        if isinstance(idx, list) and not all(type(i) is int for i in idx):
+            assert gather(idx) is None  # the DataLoader converts it with NumPy
+            idx = numpy.asarray(idx).astype(numpy.int64)
+        for got, w in zip(gather(idx), want):
+            assert_same(got, w)
+
+
 def test_errors_name_the_problem():
     images, labels, _ = data()
     ds = ArrayDataset(images, labels)
@@ -146,6 +162,10 @@ def test_errors_name_the_problem():
         next(iter(DataLoader(ds, batch_sampler=[[0, 23]])))
     with pytest.raises(IndexError, match="must be integers"):
         next(iter(DataLoader(ds, batch_sampler=[[0.0, 1.0]])))
+    with pytest.raises(IndexError, match="must be integers"):  # bools are no ints here
+        next(iter(DataLoader(ds, batch_sampler=[[True, False]])))
+    with pytest.raises(IndexError, match="type object; they must be integers"):  # > int64
+        next(iter(DataLoader(ds, batch_sampler=[[2 ** 70]])))
     bad = ds.transform_first(transforms.Compose([transforms.ToTensor(),
                                                  transforms.Normalize((0.1, 0.2), 0.5)]))
     with pytest.raises(ValueError, match=r"Normalize's mean has 2 values, but the samples "

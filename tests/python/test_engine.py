@@ -324,3 +324,21 @@ def test_ops_push_ops_and_cannot_wait(engine):
     engine.push(waits, writes=[v])
     with pytest.raises(de.Error, match="inside"):
         engine.wait_all()
+
+
+@pytest.mark.parametrize("env", [{"DEPENGINE_TYPE": "naive"},
+                                 {"DEPENGINE_TYPE": "threaded", "DEPENGINE_MAX_INFLIGHT": "4"}],
+                         ids=["naive", "threaded-bounded"])
+def test_inplace_arithmetic_where_a_push_may_block(env):
+    """x += y (and -=, *=, /=, with arrays, scalars and lists) on an engine whose pushes may
+    block, where the binding releases the GIL around the push: the operand is read before,
+    with the GIL held. It used to be read inside, without the GIL, and the first such op of
+    a process crashed it (segmentation fault: examples/python/mlp_gluon.py on the naive
+    engine). A fresh process, so that nothing read an operand with the GIL before."""
+    code = ("from depengine import np\n"
+            "x = np.zeros((2,)); x += np.ones((2,)); x += 1.5; x -= [0.5, 0.5]\n"
+            "x *= 2; x /= 4; print(x.asnumpy().tolist())\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, **env))
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.strip() == "[1.0, 1.0]"

@@ -116,6 +116,41 @@ def test_lr_mult_and_set_learning_rate():
     numpy.testing.assert_allclose(p.data().asnumpy(), [-0.55, -0.55], rtol=1e-6)
 
 
+def test_plain_sgd_of_several_parameters_as_one_update_each():
+    """Trainer.step's plain SGD pushes the updates of all parameters by one call
+    (_optim.sgd_update_many): the same bits as one sgd_update per parameter with its lr_mult
+    and wd_mult, over several steps; a parameter skipped as stale keeps its value."""
+    r = numpy.random.default_rng(11)
+    shapes = [(3, 4), (4,), (2, 2), (3,)]
+    mults = [(1.0, 1.0), (0.5, 0.0), (2.0, 3.0), (1.0, 1.0)]
+    params = []
+    for k, (shape, (lm, wm)) in enumerate(zip(shapes, mults)):
+        p = gluon.Parameter(f"p{k}_weight", shape=shape, lr_mult=lm, wd_mult=wm)
+        p.initialize(init=init.Zero())
+        p.set_data(np.array(r.standard_normal(shape).astype(numpy.float32)))
+        params.append(p)
+    ref = [np.array(p.data().asnumpy()) for p in params]
+    trainer = gluon.Trainer(params, "sgd", {"learning_rate": 0.3, "wd": 0.01,
+                                            "clip_gradient": 0.5})
+    for s in range(4):
+        used = params[:3]  # the last one is not in the forward: stale, skipped
+        cs = [np.array(grads_for(10 * s + k, p.shape)) for k, p in enumerate(used)]
+        with autograd.record():
+            l = (used[0].data() * cs[0]).sum()
+            for p, c in zip(used[1:], cs[1:]):
+                l = l + (p.data() * c).sum()
+        l.backward()
+        trainer.step(2, ignore_stale_grad=True)
+        for k, c in enumerate(cs):
+            lm, wm = mults[k]
+            _optim.sgd_update(ref[k], c, lr=0.3 * lm, wd=0.01 * wm, rescale_grad=0.5,
+                              clip_gradient=0.5)
+    for p, w in zip(params, ref):
+        assert p.data().asnumpy().tobytes() == w.asnumpy().tobytes(), p.name
+    with pytest.raises(ValueError, match="one of each per weight"):
+        _optim.sgd_update_many([ref[0]], [], lrs=[0.1], wds=[0.0])
+
+
 def test_fused_ops_directly_and_their_errors():
     w, g, m = np.ones((2, 3)), np.full((2, 3), 2.0), np.zeros((2, 3))
     _optim.sgd_mom_update(w, g, m, lr=0.1, momentum=0.5)
@@ -133,6 +168,26 @@ def test_fused_ops_directly_and_their_errors():
 
 
 # ---- Gradients through layers and losses ----
+
+def test_softmax_cross_entropy_per_sample_as_the_weighted_path():
+    """SoftmaxCrossEntropyLoss() returns the fused op's (batch,) losses directly; with
+    weight=1.0 it goes through the reshape and the weighted mean: the same shape, the same
+    bits, and the same gradient bits."""
+    r = numpy.random.default_rng(6)
+    pred = r.standard_normal((5, 7)).astype(numpy.float32)
+    label = r.integers(0, 7, 5).astype(numpy.float32)
+    out = []
+    for loss in (gluon.loss.SoftmaxCrossEntropyLoss(),
+                 gluon.loss.SoftmaxCrossEntropyLoss(weight=1.0)):
+        x = np.array(pred)
+        x.attach_grad()
+        with autograd.record():
+            l = loss(x, np.array(label))
+        l.backward()
+        out.append((l.shape, l.asnumpy().tobytes(), x.grad.asnumpy().tobytes()))
+    assert out[0][0] == (5,)
+    assert out[0] == out[1]
+
 
 def numeric_grad(f, x, eps=1e-3):
     """Central differences of the scalar f (float64 NumPy) at x."""

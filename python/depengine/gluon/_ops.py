@@ -17,15 +17,12 @@ def _native(name):
     return getattr(npx, name, None)
 
 
-def _on_cpu(*arrays):
-    return all(a is None or a.ctx.device_type == "cpu" for a in arrays)
-
-
 def dense(x, weight, bias, relu=False):
     """relu?(x (n, in) · weight (units, in)ᵀ + bias (units,)): MXNet's FullyConnected. On the
     CPU one fused op (and one tape entry); elsewhere composed of np ops."""
-    if _on_cpu(x, weight, bias):
-        return _gluon.fully_connected(x, weight, bias, relu)
+    out = _gluon.fully_connected(x, weight, bias, relu)  # None off the CPU
+    if out is not None:
+        return out
     out = np.dot(x, weight.T)
     out = out if bias is None else out + bias
     return npx.relu(out) if relu else out
@@ -33,10 +30,11 @@ def dense(x, weight, bias, relu=False):
 
 def softmax_cross_entropy(pred, label, from_logits):
     """Per-row -log softmax(pred)[label] of a 2-d pred on the CPU (one fused op, a label out
-    of range fails at the blocker), shape (n, 1); None where that op does not apply."""
-    if pred.ndim != 2 or not _on_cpu(pred, label):
+    of range fails at the blocker), shape (n,); None where that op does not apply."""
+    if pred.ndim != 2:
         return None
-    return _gluon.softmax_cross_entropy(pred, label.reshape(-1), from_logits).reshape(-1, 1)
+    return _gluon.softmax_cross_entropy(pred, label if label.ndim == 1 else label.reshape(-1),
+                                        from_logits)
 
 
 def _last(x, axis):

@@ -87,7 +87,13 @@ class SoftmaxCrossEntropyLoss(Loss):
             loss = None
             if self._axis % pred.ndim == pred.ndim - 1:
                 loss = _ops.softmax_cross_entropy(pred, label, self._from_logits)
-            if loss is None:
+            if loss is not None:
+                # The fused op's (batch,) is already the per-sample mean over the kept axis
+                # of length 1: the same values without two reshapes (and their tape nodes).
+                if self._weight is None and sample_weight is None and self._batch_axis % 2 == 0:
+                    return loss
+                loss = loss.reshape(-1, 1)
+            else:
                 logp = pred if self._from_logits else _ops.log_softmax(pred, axis=self._axis)
                 loss = -_ops.pick(logp, label, axis=self._axis)
             return self._weighted_mean(loss, self._weight, sample_weight)

@@ -97,6 +97,15 @@ class SGD(Optimizer):
         else:
             _optim.sgd_update(weight, grad, **kw)
 
+    def _update_many(self, indices, weights, grads):
+        """update() of each parameter without momentum, pushed by one call."""
+        for i in indices:
+            self._update_count(i)
+        _optim.sgd_update_many(weights, grads, lrs=[self._get_lr(i) for i in indices],
+                               wds=[self._get_wd(i) for i in indices],
+                               rescale_grad=self.rescale_grad,
+                               clip_gradient=_clip(self.clip_gradient))
+
 
 class Adam(Optimizer):
     def __init__(self, learning_rate=0.001, beta1=0.9, beta2=0.999, epsilon=1e-8,
@@ -247,11 +256,22 @@ class Trainer:
                     "ignore_stale_grad=True to suppress this warning and skip updating of "
                     "Parameters with stale gradient")
             todo.append((i, p))
+        opt = self._optimizer
+        states = self._states
+        if (type(opt).update is SGD.update and opt.momentum == 0.0
+                and not any(states.get(i) for i, _ in todo)):
+            # Plain SGD (no state): every update in one call, the same ops in the same order.
+            weights = [p._data for _, p in todo]
+            opt._update_many([i for i, _ in todo], weights, [w.grad for w in weights])
+            for i, p in todo:
+                states.setdefault(i, ())
+                p._fresh_grad = False
+            return
         for i, p in todo:
             weight = p._data
             if i not in self._states:
-                self._states[i] = self._optimizer.create_state(i, weight)
-            self._optimizer.update(i, weight, weight.grad, self._states[i])
+                self._states[i] = opt.create_state(i, weight)
+            opt.update(i, weight, weight.grad, self._states[i])
             p._fresh_grad = False
 
     def save_states(self, fname):

@@ -2,6 +2,8 @@
 vision data set (and their transform_first of ToTensor / Normalize / a Compose of them) is
 gathered and converted by one engine op on the CPU's copy lane (depengine/batch.h): the loop
 pushes it and goes on. Other data sets are batched sample by sample on the host."""
+import itertools as _itertools
+
 import numpy as _numpy
 
 from ... import np
@@ -68,12 +70,15 @@ class BatchSampler(Sampler):
         self._prev = []
 
     def __iter__(self):
+        # islice takes each batch's indices in C: a Python append per index cost ~100 µs per
+        # batch of 256, a Python thread's time that the engine's workers lose on a busy machine.
         batch, self._prev = self._prev, []
-        for i in self._sampler:
-            batch.append(i)
-            if len(batch) == self._batch_size:
-                yield batch
-                batch = []
+        size = self._batch_size
+        it = iter(self._sampler)
+        batch.extend(_itertools.islice(it, size - len(batch)))
+        while len(batch) == size:
+            yield batch
+            batch = list(_itertools.islice(it, size))
         if batch:
             if self._last_batch == "keep":
                 yield batch
@@ -187,11 +192,15 @@ class DataLoader:
                 yield (self._batchify_fn or default_batchify_fn)(samples)
 
     def _gather_batch(self, indices):
-        idx = _numpy.asarray(indices)
-        if idx.size and idx.dtype.kind not in "iu":
-            raise IndexError(f"DataLoader: the batch sampler gave indices of type {idx.dtype}; "
-                             f"they must be integers")
-        fields = self._gather(idx.astype(_numpy.int64, copy=False))
+        # A list of ints (what the batch samplers give) is read by the op's binding itself;
+        # anything else (or None back from it) goes through NumPy's conversion and checks.
+        fields = self._gather(indices) if type(indices) is list else None
+        if fields is None:
+            idx = _numpy.asarray(indices)
+            if idx.size and idx.dtype.kind not in "iu":
+                raise IndexError(f"DataLoader: the batch sampler gave indices of type "
+                                 f"{idx.dtype}; they must be integers")
+            fields = self._gather(idx.astype(_numpy.int64, copy=False))
         return fields[0] if len(fields) == 1 else tuple(fields)
 
     def __len__(self):

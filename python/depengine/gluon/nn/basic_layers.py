@@ -107,20 +107,19 @@ class Dense(HybridBlock):
 
     def forward(self, x):
         shape = x.shape
-        ndim = len(shape)
-        if self._flatten:
-            features = _ops.numel(shape[1:]) if ndim >= 1 else 1
-        else:
-            features = shape[-1] if ndim else 1
         w = self.weight
-        wshape = w.shape
-        if ndim == 2 and features and wshape[1] == features:  # the common case, in few steps
+        if len(shape) == 2 and shape[1] and w._shape[1] == shape[1]:  # the common case
             b = self.bias
             act = self.act
             fuse_relu = act is not None and act._act_type == "relu"
             out = _ops.dense(x, w.data(), b.data() if b is not None else None, fuse_relu)
             return act(out) if act is not None and not fuse_relu else out
-        if wshape[1] == 0:
+        ndim = len(shape)
+        if self._flatten:
+            features = _ops.numel(shape[1:]) if ndim >= 1 else 1
+        else:
+            features = shape[-1] if ndim else 1
+        if w.shape[1] == 0:
             w.shape = (self._units, features)
             w._finish_deferred_init()
             if self.bias is not None:
