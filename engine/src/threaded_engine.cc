@@ -327,8 +327,11 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuLaunch
   // profiles show it), for a var with device state or an open reduction, and for an
   // engine that has stopped (which refuses it). `on_deleted` runs after the push lock is let
   // go (it may push); what it throws is reported by wait_all, as the op's failure would be.
+  //
+  // No count is held while `on_deleted` runs: it is the frontend's own call, and one that
+  // ends the process (std::exit) must find the engine's shutdown free to finish; a core
+  // shut down meanwhile by another thread is not touched again unless it throws.
   bool delete_idle_var(VarState* v, std::function<void()>& on_deleted) override {
-    auto caller = counts_.caller();  // shutdown waits for on_deleted
     std::uint64_t seq;
     {
       std::lock_guard lk(push_mu_);
@@ -347,6 +350,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuLaunch
       try {
         on_deleted();
       } catch (...) {
+        auto caller = counts_.caller();
         record_failure(seq, std::current_exception());
       }
     }
