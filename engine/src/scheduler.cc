@@ -369,7 +369,13 @@ void Scheduler::drain(Scheduler* s) {
   const int slot = oneapi::tbb::this_task_arena::current_thread_index();
   const int worker = (slot + s->threads_ - 1) % s->threads_;
   for (;;) {
-    while (Op* op = s->pop()) s->run_from(op, worker);
+    while (Op* op = s->pop()) {
+      // More ops queued behind this one: another task must come for them. The submits made
+      // while this task was being woken woke nobody (it was on its way); with no submit
+      // after them they would wait for this op, however long it runs, beside an idle core.
+      if (s->normal_.queued.load(std::memory_order_seq_cst) != 0) s->spawn_drainer_if_needed();
+      s->run_from(op, worker);
+    }
     if (s->wait_for_work(s->parkers_[slot])) continue;
     // Leave, then look again: a submit that saw every drain task busy before the decrement
     // relies on this re-check (both sides use seq_cst on normal_.queued and drainers_).
