@@ -130,7 +130,6 @@ OpPtr make_op(OpSink* sink, const BodyBuilder& body, OpKind kind, PushOptions&& 
 
 OpPtr make_delete_op(OpSink* sink, const Var& v, std::function<void()> on_deleted,
                      std::uint64_t owner) {
-  check_var(v, owner, "delete_var");
   auto fn = [f = std::move(on_deleted)] {
     if (f) f();
   };

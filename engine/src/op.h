@@ -229,8 +229,8 @@ using OpPtr = std::unique_ptr<Op, OpRelease>;
 OpPtr make_op(OpSink* sink, const BodyBuilder& body, OpKind kind, PushOptions&& options,
               VarList reads, VarList writes, std::uint64_t owner);
 
-// The op behind Engine::delete_var: a write of `v` that runs `on_deleted` (if any).
-// Throws Error for a null or foreign var.
+// The op behind Engine::delete_var: a write of `v` (checked by EngineCore::delete_var) that
+// runs `on_deleted` (if any).
 OpPtr make_delete_op(OpSink* sink, const Var& v, std::function<void()> on_deleted,
                      std::uint64_t owner);
 

@@ -332,6 +332,12 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuLaunch
   // ends the process (std::exit) must find the engine's shutdown free to finish; a core
   // shut down meanwhile by another thread is not touched again unless it throws.
   bool delete_idle_var(VarState* v, std::function<void()>& on_deleted) override {
+    // A busy var (the usual case when the frontend runs ahead) is told by its queue alone,
+    // so that its delete takes the push lock once, in submit, not twice.
+    {
+      std::lock_guard vl(v->queue.lock);
+      if (!v->queue.idle()) return false;
+    }
     std::uint64_t seq;
     {
       std::lock_guard lk(push_mu_);

@@ -240,7 +240,7 @@ class Trainer:
         self.step(batch_size, ignore_stale_grad)
 
     def _update(self, ignore_stale_grad):
-        todo = []
+        to_update = []
         for i, p in enumerate(self._params):
             if p.grad_req == "null":
                 continue
@@ -255,19 +255,19 @@ class Trainer:
                     "iteration. If you are intentionally only using a subset, call step with "
                     "ignore_stale_grad=True to suppress this warning and skip updating of "
                     "Parameters with stale gradient")
-            todo.append((i, p))
+            to_update.append((i, p))
         opt = self._optimizer
         states = self._states
         if (type(opt).update is SGD.update and opt.momentum == 0.0
-                and not any(states.get(i) for i, _ in todo)):
+                and not any(states.get(i) for i, _ in to_update)):
             # Plain SGD (no state): every update in one call, the same ops in the same order.
-            weights = [p._data for _, p in todo]
-            opt._update_many([i for i, _ in todo], weights, [w.grad for w in weights])
-            for i, p in todo:
+            weights = [p._data for _, p in to_update]
+            opt._update_many([i for i, _ in to_update], weights, [w.grad for w in weights])
+            for i, p in to_update:
                 states.setdefault(i, ())
                 p._fresh_grad = False
             return
-        for i, p in todo:
+        for i, p in to_update:
             weight = p._data
             if i not in self._states:
                 self._states[i] = opt.create_state(i, weight)
