@@ -193,10 +193,11 @@ class EngineHandle final : public Engine {
     core_->check_not_recording("wait_all");
     core_->wait_all();
   }
-  void delete_var(const Var& v, std::function<void()> on_deleted) override {
+  void delete_var(const Var& v, std::function<void()> on_deleted,
+                  DeleteOptions options) override {
     check_process("delete_var");
     core_->check_not_recording("delete_var");
-    core_->delete_var(v, std::move(on_deleted));
+    core_->delete_var(v, std::move(on_deleted), options);
   }
   void replay(const Segment& segment) override {
     check_process("replay");

@@ -55,10 +55,10 @@ class EngineCore : public OpSink {
     if (op->opts.device.is_gpu()) check_gpu_queue(op->opts.device, op->opts.lane);
     submit(std::move(op), nullptr);
   }
-  void delete_var(const Var& v, std::function<void()> on_deleted) {
+  void delete_var(const Var& v, std::function<void()> on_deleted, DeleteOptions options) {
     check_not_in_observer("delete_var");
     check_var(v, id_, "delete_var");
-    if (delete_idle_var(v.state(), on_deleted)) return;
+    if (delete_without_op(v.state(), on_deleted, options)) return;
     submit(make_delete_op(this, v, std::move(on_deleted), id_), v.state());
   }
   // Engine::record and Engine::replay (segment.cc).
@@ -128,9 +128,11 @@ class EngineCore : public OpSink {
   virtual void check_gpu_queue(Device device, Lane lane) = 0;
   // Registers a pushed op (delete_var's when `to_delete` is set), all or nothing.
   virtual void submit(OpPtr op, VarState* to_delete) = 0;
-  // delete_var without an op: true when the engine deleted `v` at once and ran
-  // `on_deleted`; false leaves it to delete_var's op (and `on_deleted` untouched).
-  virtual bool delete_idle_var(VarState* /*v*/, std::function<void()>& /*on_deleted*/) {
+  // delete_var without an op: true when the engine deleted `v` and ran `on_deleted` at
+  // once, or (`frees_memory_only`) took it to run when the var's last pending access
+  // finishes; false leaves it to delete_var's op (and `on_deleted` untouched).
+  virtual bool delete_without_op(VarState* /*v*/, std::function<void()>& /*on_deleted*/,
+                                 DeleteOptions /*options*/) {
     return false;
   }
 

@@ -54,7 +54,7 @@ void grant_gate(const ReplayGate& gate, ReadyList& ready) {
   }
 }
 
-void release_replayed(Op& op, ReadyList& ready, ReleaseAccess release) {
+void release_replayed(Op& op, ReadyList& ready, ReleaseAccess release, void* engine) {
   ReplayRun* run = op.replay;
   const ReplayPlan& plan = run->plan;
   const std::uint32_t i = op.replay_index;
@@ -65,7 +65,7 @@ void release_replayed(Op& op, ReadyList& ready, ReleaseAccess release) {
     ReplayGate& g = run->gates[plan.accesses[k].gate];
     const std::uint32_t left = g.left.fetch_sub(1, std::memory_order_acq_rel);
     DEPENGINE_INVARIANT(left >= 1, "a replay gate's count of unfinished ops went negative");
-    if (left == 1) release(g.var, g.kind, ready);
+    if (left == 1) release(engine, g.var, g.kind, ready);
   }
   op.replay = nullptr;
   if (run->left.fetch_sub(1, std::memory_order_acq_rel) == 1) delete run;

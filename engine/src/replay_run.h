@@ -48,12 +48,13 @@ std::unique_ptr<ReplayRun> build_replay(std::shared_ptr<const SegmentData> seg, 
 // A gate granted in its var's queue: the segment's first ops on the var lose one wait.
 void grant_gate(const ReplayGate& gate, ReadyList& ready);
 
-// Releases an access of `kind` to `v` in its var queue, collecting what that makes ready.
-using ReleaseAccess = void (*)(VarState* v, AccessKind kind, ReadyList& ready);
+// Releases an access of `kind` to `v` in its var queue, collecting what that makes ready
+// (`engine`: the engine's core, passed through).
+using ReleaseAccess = void (*)(void* engine, VarState* v, AccessKind kind, ReadyList& ready);
 
 // A finished op of a fast replay: its internal successors lose one predecessor, and the gate
 // of each var it was the segment's last op on is released (`release`). The run is freed with
 // its last op.
-void release_replayed(Op& op, ReadyList& ready, ReleaseAccess release);
+void release_replayed(Op& op, ReadyList& ready, ReleaseAccess release, void* engine);
 
 }  // namespace depengine::detail

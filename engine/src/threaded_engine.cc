@@ -308,6 +308,9 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuLaunch
       throw;
     }
     if (to_delete) to_delete->deleted = true;
+    if (op->opts.device.is_gpu()) {
+      for (Access& a : op->acc) a.var->gpu_pushed = true;
+    }
     // A run of reduce accesses ends at the first other access to its var (wait_to_read's
     // and delete_var's included): its combining op goes first.
     for (Access& a : op->acc) {
@@ -320,21 +323,25 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuLaunch
     enqueue(std::move(op), counted, reserved, running);
   }
 
-  // A var that nothing pending uses (its queue idle: every earlier op on it has finished)
-  // is deleted at once, on the calling thread, without an op: a frontend that drops each
-  // array after its op has run (the chapter's `y = x + 1` loop) pushed half its ops for
-  // this. The op stays where it shows or orders something: with an observer (graphs and
-  // profiles show it), for a var with device state or an open reduction, and for an
-  // engine that has stopped (which refuses it). `on_deleted` runs after the push lock is let
-  // go (it may push); what it throws is reported by wait_all, as the op's failure would be.
+  // delete_var without an op. A var that nothing pending uses (its queue idle: every earlier
+  // op on it has finished) is deleted at once, on the calling thread: a frontend that drops
+  // each array after its op has run (the chapter's `y = x + 1` loop, synchronous) pushed half
+  // its ops for this. A busy var whose `on_deleted` only frees memory (DeleteOptions) is
+  // deleted too, its callback left with the var for the release that leaves the queue idle
+  // (release_access): a frontend that runs ahead drops arrays whose ops have not run yet.
+  // The op stays where it shows or orders something: with an observer (graphs and profiles
+  // show it), for a var a GPU op used (its device work may outlast the op's access) or with
+  // an open reduction, and for an engine that has stopped (which refuses it). `on_deleted` run here runs after the push lock is let go
+  // (it may push); what it throws is reported by wait_all, as the op's failure would be.
   //
   // No count is held while `on_deleted` runs: it is the frontend's own call, and one that
   // ends the process (std::exit) must find the engine's shutdown free to finish; a core
   // shut down meanwhile by another thread is not touched again unless it throws.
-  bool delete_idle_var(VarState* v, std::function<void()>& on_deleted) override {
-    // A busy var (the usual case when the frontend runs ahead) is told by its queue alone,
-    // so that its delete takes the push lock once, in submit, not twice.
-    {
+  bool delete_without_op(VarState* v, std::function<void()>& on_deleted,
+                         DeleteOptions options) override {
+    // A busy var whose callback needs an op is told by its queue alone, so that its delete
+    // takes the push lock once, in submit, not twice.
+    if (!options.frees_memory_only) {
       std::lock_guard vl(v->queue.lock);
       if (!v->queue.idle()) return false;
     }
@@ -342,25 +349,35 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuLaunch
     {
       std::lock_guard lk(push_mu_);
       if (observer_ || counts_.stage() == Stage::stopped || v->deleted || v->reduction_open ||
-          v->gpu.get() != nullptr) {
+          v->gpu_pushed || v->gpu.get() != nullptr) {
         return false;
       }
-      {
-        std::lock_guard vl(v->queue.lock);
-        if (!v->queue.idle()) return false;
-      }
+      std::lock_guard vl(v->queue.lock);
+      const bool idle = v->queue.idle();
+      if (!idle && !options.frees_memory_only) return false;
       v->deleted = true;
       seq = next_seq_++;
-    }
-    if (on_deleted) {
-      try {
-        on_deleted();
-      } catch (...) {
-        auto caller = counts_.caller();
-        record_failure(seq, std::current_exception());
+      if (!idle) {
+        v->pending_delete = std::move(on_deleted);
+        v->pending_delete_seq = seq;
+        v->queue.delete_pending = true;
+        return true;
       }
     }
+    run_deleted(on_deleted, seq);
     return true;
+  }
+
+  // Runs the `on_deleted` of a delete without an op; what it throws is reported by wait_all
+  // as the failure of the op it stands for (push sequence number `seq`).
+  void run_deleted(std::function<void()>& on_deleted, std::uint64_t seq) {
+    if (!on_deleted) return;
+    try {
+      on_deleted();
+    } catch (...) {
+      auto caller = counts_.caller();
+      record_failure(seq, std::current_exception());
+    }
   }
 
   // Registers and grants a checked op, dispatching it when every access was granted. Call
@@ -435,16 +452,28 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuLaunch
   }
 
   // Releases an access of `kind` to `v` and collects the ops its grants make ready.
-  static void release_access(VarState* v, AccessKind kind, ReadyList& ready) {
+  void release_access(VarState* v, AccessKind kind, ReadyList& ready) {
     Access* granted;
     bool last;
+    // A pending delete's callback is taken out under the lock: once the queue is idle, the
+    // var's last handle may be dropped on another thread, which then frees it (var_release).
+    std::function<void()> on_deleted;
+    std::uint64_t deleted_seq = 0;
     {
       std::lock_guard lk(v->queue.lock);
       granted = v->queue.release(kind);
-      last = v->queue.orphaned && v->queue.idle();
+      const bool idle = v->queue.idle();
+      last = v->queue.orphaned && idle;
+      if (v->queue.delete_pending && idle) [[unlikely]] {
+        v->queue.delete_pending = false;
+        on_deleted = std::move(v->pending_delete);
+        deleted_seq = v->pending_delete_seq;
+      }
     }
+    // Nothing was granted when the queue went idle.
+    if (on_deleted) [[unlikely]] run_deleted(on_deleted, deleted_seq);
     // Ops hold no reference on their vars: a var whose handles are all gone is freed by the
-    // release that leaves it idle (var_release, op.cc). Nothing was granted then.
+    // release that leaves it idle (var_release, op.cc).
     if (last) {
       delete v;
       return;
@@ -497,7 +526,9 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuLaunch
     failure = Failure{};
     ReadyList ready;
     if (op->replay) {
-      release_replayed(*op, ready, &release_access);
+      release_replayed(*op, ready, [](void* self, VarState* v, AccessKind k, ReadyList& r) {
+        static_cast<ThreadedCore*>(self)->release_access(v, k, r);
+      }, this);
     } else {
       for (Access& a : op->acc) release_access(a.var, a.kind, ready);
     }

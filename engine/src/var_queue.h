@@ -85,6 +85,10 @@ struct VarQueue {
   // Every handle to the var is gone (var_release, op.cc): the release that leaves the queue
   // idle frees the var.
   bool orphaned = false;
+  // The var was deleted with an op-less callback still to run (DeleteOptions::
+  // frees_memory_only; VarState::pending_delete): the release that leaves the queue idle
+  // runs it. Set only on a queue that is not idle.
+  bool delete_pending = false;
   int running_reads = 0;
   int group_running = 0;  // granted accesses of the current commute or reduce run
   Access* head = nullptr;  // first waiting (not yet granted) access

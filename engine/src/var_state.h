@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <new>
 
@@ -57,6 +58,10 @@ struct alignas(64) VarState {
   bool deleted = false;
   // Threaded engine, under the push lock: open_reduction is set.
   bool reduction_open = false;
+  // Threaded engine, under the push lock: a GPU op was pushed with an access to the var. Its
+  // device work may outlast the access (gpu, below, is made only when it launches), so a
+  // delete of the var is an op that waits for that work.
+  bool gpu_pushed = false;
   // Writes pushed so far (under the push lock): the version the next write creates - 1.
   std::uint64_t pushed_version = 0;
 
@@ -80,6 +85,11 @@ struct alignas(64) VarState {
   // access, or by wait_all).
   std::shared_ptr<const Reduction> reduction;
   std::shared_ptr<ReduceGroup> open_reduction;
+
+  // Threaded engine: the `on_deleted` of a delete_var that needed no op (VarQueue::
+  // delete_pending), and the push sequence number its failure is reported under.
+  std::function<void()> pending_delete;
+  std::uint64_t pending_delete_seq = 0;
 };
 
 VarState* new_var_state(std::uint64_t owner);

@@ -318,14 +318,16 @@ Chunk::~Chunk() {
   }
 #endif
   try {
+    // The callbacks only give memory back, so the engine needs no op to delete an array
+    // whose ops are still pending: the last of them frees it as it finishes.
     if (b) {
       engine->delete_var(var, [p, n, b] {
         free_storage(p, n);
         delete b;
-      });
+      }, {.frees_memory_only = true});
     } else {
       // Two words: std::function keeps it inline, with no heap block per dropped array.
-      engine->delete_var(var, [p, n] { free_storage(p, n); });
+      engine->delete_var(var, [p, n] { free_storage(p, n); }, {.frees_memory_only = true});
     }
   } catch (...) {
     // delete_var is accepted until an engine's shutdown has finished every op, so a refusal
@@ -344,7 +346,7 @@ Generator::Generator(Engine& e) : engine(&e), var(e.new_var()), rng(new Rng{}) {
 Generator::~Generator() {
   Rng* r = rng;
   try {
-    engine->delete_var(var, [r] { delete r; });
+    engine->delete_var(var, [r] { delete r; }, {.frees_memory_only = true});
   } catch (...) {
     if (engine->pending() == 0) delete r;  // as in ~Chunk: never under a running op
   }

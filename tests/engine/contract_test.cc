@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <functional>
 #include <future>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
@@ -390,6 +391,96 @@ TEST_P(Contract, P6_DeletingABusyVarWaitsForItsAccess) {
   e_->wait_all();
   EXPECT_TRUE(ran.load());
   EXPECT_FALSE(deleted_before_release.load());
+}
+
+// Point 6, a busy var whose on_deleted only frees memory (DeleteOptions): the threaded
+// engine deletes it without an op; the callback runs on the thread that finishes the var's
+// last pending access, after it and before wait_all returns. Later use is refused at once.
+TEST_P(Contract, P6_DeletingABusyVarThatOnlyFreesMemoryTakesNoOp) {
+  if (!threaded()) GTEST_SKIP() << "the naive engine runs the write before push returns";
+  Var v = e_->new_var();
+  std::atomic<bool> release{false};
+  std::thread::id wrote_on, freed_on;
+  int value = 0, seen = -1;
+  e_->push([&] {
+    while (!release) std::this_thread::yield();
+    value = 7;
+    wrote_on = std::this_thread::get_id();
+  }, {}, {v});
+  e_->delete_var(v, [&] {
+    seen = value;
+    freed_on = std::this_thread::get_id();
+  }, {.frees_memory_only = true});
+  // One op pending, the write: the delete added none (an op-backed delete counts two).
+  EXPECT_EQ(e_->pending(), 1u);
+  expect_error([&] { e_->push([] {}, {v}, {}); }, "was deleted");
+  expect_error([&] { e_->delete_var(v); }, "was already deleted");
+  release = true;
+  e_->wait_all();
+  EXPECT_EQ(seen, 7);
+  EXPECT_EQ(freed_on, wrote_on);
+
+  // What it throws anyway is reported by wait_all.
+  Var w = e_->new_var();
+  std::atomic<bool> go{false};
+  e_->push([&] { while (!go) std::this_thread::yield(); }, {w}, {});
+  e_->delete_var(w, [] { throw std::runtime_error("freeing threw"); },
+                 {.frees_memory_only = true});
+  go = true;
+  try {
+    e_->wait_all();
+    ADD_FAILURE() << "wait_all did not report what on_deleted threw";
+  } catch (const std::runtime_error& ex) {
+    EXPECT_STREQ(ex.what(), "freeing threw");
+  }
+  EXPECT_NO_THROW(e_->wait_all());
+}
+
+// The frontend's pattern at full speed: push a write, delete the var (freeing only) and drop
+// its last handle while the write may be finishing on a worker; every callback runs once,
+// after its write, and nothing is freed twice or read after it is freed (ASan, TSan).
+TEST_P(Contract, P6_DroppingVarsWhoseFreeingDeletesArePending) {
+  constexpr int kVars = 3000;
+  std::atomic<int> freed{0}, early{0};
+  for (int i = 0; i < kVars; ++i) {
+    auto written = std::make_shared<std::atomic<bool>>(false);
+    Var v = e_->new_var();
+    e_->push([written] { written->store(true); }, {}, {v});
+    if (i % 3 == 0) e_->push([] {}, {v}, {});  // the last access a read, sometimes
+    e_->delete_var(v, [written, &freed, &early] {
+      if (!written->load()) early.fetch_add(1);
+      freed.fetch_add(1);
+    }, {.frees_memory_only = true});
+  }  // each v's last handle goes here
+  e_->wait_all();
+  EXPECT_EQ(freed.load(), kVars);
+  EXPECT_EQ(early.load(), 0);
+}
+
+// A var last used by a replayed segment: the release of the segment's gate on it runs the
+// pending delete, after the segment's op on it.
+TEST_P(Contract, P6_FreeingDeleteAfterAReplayRunsOnceTheReplayIsDone) {
+  Var v = e_->new_var();
+  std::atomic<bool> hold{false}, release{false};
+  std::atomic<int> writes{0};
+  Segment seg = e_->record([&] {
+    e_->push([&] {
+      while (hold && !release) std::this_thread::yield();
+      writes.fetch_add(1);
+    }, {}, {v});
+  });
+  e_->wait_all();
+  if (threaded()) {
+    EXPECT_TRUE(seg.precomputed()) << "a segment of one CPU op replays by its plan";
+    hold = true;  // the naive engine would run it inside replay()
+  }
+  e_->replay(seg);
+  int at_delete = -1;
+  e_->delete_var(v, [&] { at_delete = writes.load(); }, {.frees_memory_only = true});
+  if (threaded()) EXPECT_EQ(e_->pending(), 1u);
+  release = true;
+  e_->wait_all();
+  EXPECT_EQ(at_delete, 2);
 }
 
 // Point 7: several frontend threads push at once; each thread's order is kept.

@@ -176,6 +176,33 @@ TEST_P(GpuEvents, WaitsAndDeletesCoverDeviceWorkInFlight) {
   EXPECT_EQ(e_->pending(), 0u);
 }
 
+// A delete whose callback only frees memory, pushed while a GPU op on the var has not even
+// launched: the op's access ends at its launch, its work later, and the memory must outlive
+// the work (the frontend's host arrays read by a copy to a device).
+TEST_P(GpuEvents, FreeingDeleteWaitsForDeviceWorkNotYetLaunched) {
+  Var a = e_->new_var();
+  Gate host_gate, device_gate;
+  std::atomic<bool> work_done{false}, freed_early{false}, freed{false};
+  e_->push([&] { host_gate.pass(); }, {}, {a});  // holds the GPU op back from launching
+  e_->push([&](const RunContext& ctx) {
+    ctx.stream->enqueue_host([&] {
+      device_gate.pass();
+      work_done = true;
+    });
+  }, {a}, {}, on(Device::gpu(0)));
+  e_->delete_var(a, [&] {
+    freed_early = !work_done.load();
+    freed = true;
+  }, {.frees_memory_only = true});
+  host_gate.open();
+  std::this_thread::sleep_for(20ms);  // the GPU op launches and lets go of its access
+  EXPECT_FALSE(freed.load()) << "the var was freed under GPU work that reads it";
+  device_gate.open();
+  e_->wait_all();
+  EXPECT_TRUE(freed.load());
+  EXPECT_FALSE(freed_early.load());
+}
+
 // An async GPU op is a host op: its function starts only once its device inputs are done.
 TEST_P(GpuEvents, AsyncGpuOpStartsAfterItsDeviceInputs) {
   Var a = e_->new_var(), b = e_->new_var();

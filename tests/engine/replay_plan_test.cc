@@ -131,9 +131,12 @@ TEST(ReplayPlan, CommuteReduceAndGpuOpsLeaveItToTheOpByOpPath) {
 // A replay run releases its ops in the plan's order: nothing before its gate is granted and
 // each op's own hold is gone; then op by op along the edges; each gate is released once, by
 // the segment's last op on its var.
+// The engine's release of a gate, recorded in the list passed through as the engine.
 struct GateReleases {
   static inline std::vector<std::pair<VarState*, AccessKind>> seen;
-  static void release(VarState* v, AccessKind kind, ReadyList&) { seen.emplace_back(v, kind); }
+  static void release(void* engine, VarState* v, AccessKind kind, ReadyList&) {
+    static_cast<std::vector<std::pair<VarState*, AccessKind>>*>(engine)->emplace_back(v, kind);
+  }
 };
 
 std::vector<Op*> ops_of(const ReadyList& ready) {
@@ -176,16 +179,16 @@ TEST(ReplayRun, CountsDownAlongThePlanAndReleasesEachGateOnce) {
   EXPECT_EQ(ops_of(ready), std::vector<Op*>{ops[0]});
   GateReleases::seen.clear();
   ReadyList after0;
-  release_replayed(*ops[0], after0, &GateReleases::release);
+  release_replayed(*ops[0], after0, &GateReleases::release, &GateReleases::seen);
   EXPECT_EQ(ops_of(after0), (std::vector<Op*>{ops[1], ops[2]}));
   EXPECT_TRUE(GateReleases::seen.empty()) << "v's gate stays until its last op finishes";
   ReadyList after1;
-  release_replayed(*ops[1], after1, &GateReleases::release);
+  release_replayed(*ops[1], after1, &GateReleases::release, &GateReleases::seen);
   EXPECT_TRUE(ops_of(after1).empty());
   ASSERT_EQ(GateReleases::seen.size(), 1u);
   EXPECT_EQ(GateReleases::seen[0].first, a.state());
   ReadyList after2;
-  release_replayed(*ops[2], after2, &GateReleases::release);  // frees the run
+  release_replayed(*ops[2], after2, &GateReleases::release, &GateReleases::seen);  // frees the run
   // Op 2 was the last on v (its gate a write: op 0 writes v) and on b, in either order.
   ASSERT_EQ(GateReleases::seen.size(), 3u);
   std::vector<std::pair<VarState*, AccessKind>> last(GateReleases::seen.begin() + 1,

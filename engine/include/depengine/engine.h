@@ -34,6 +34,17 @@ struct PushOptions {
   std::string name{};
 };
 
+// Per-delete options (Engine::delete_var).
+struct DeleteOptions {
+  // `on_deleted` only gives memory back: it pushes nothing, waits for nothing, touches
+  // nothing an op or the engine uses, does not throw and does not end the process. The
+  // engine may then delete a var that earlier ops still use without an op of its own, and
+  // run `on_deleted` on the thread that finishes the last of them (a worker), as MXNet's
+  // frontend frees an array's memory; it still uses an op where one orders something (a
+  // var a GPU op used, an observer). What it throws anyway is reported by wait_all.
+  bool frees_memory_only = false;
+};
+
 // Engine construction options; zero means "take it from the environment or the default".
 struct EngineOptions {
   // CPU worker threads. Default: DEPENGINE_CPU_THREADS, else the number of cores.
@@ -206,8 +217,10 @@ class Engine {
   virtual void wait_all() = 0;
 
   // Deletes `v`: runs `on_deleted` (if given) once the earlier accesses are done (with none
-  // pending, it may run at once on the calling thread), drops the bookkeeping; later use throws.
-  virtual void delete_var(const Var& v, std::function<void()> on_deleted = {}) = 0;
+  // pending, it may run at once on the calling thread; with `.frees_memory_only`, on the
+  // thread that finishes the last of them), drops the bookkeeping; later use throws.
+  virtual void delete_var(const Var& v, std::function<void()> on_deleted = {},
+                          DeleteOptions options = {}) = 0;
 
   // Runs `fn()` on the calling thread, as usual, and returns the ops it pushed to this
   // engine (not those its ops push, nor other threads') as a Segment that replay() pushes
