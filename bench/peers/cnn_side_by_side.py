@@ -56,14 +56,15 @@ GLUON_KEYS = {"conv1": "0", "conv2": "1", "fc1": "5", "fc2": "7"}
 
 class Row:
     def __init__(self, key, name, cmd, env=None, missing=None, sleeps=True, parse=None,
-                 trace_flag=None):
+                 trace_flags=()):
         self.key, self.name, self.cmd, self.env = key, name, cmd, env
         self.missing = missing      # why it cannot run, or None
         self.sleeps = sleeps        # takes --sleep-ms
         self.parse = parse or parse_result
-        # With --traces: the flag that writes its last epoch's utilization over time
-        # (depengine: --trace, a Chrome trace; the peers: --cpu-trace, CPU time samples).
-        self.trace_flag = trace_flag
+        # With --traces: the flags that write its last epoch's utilization over time, each
+        # with the suffix of its file (--trace: a Chrome trace; --cpu-trace: the process CPU
+        # time sampled every 50 ms, as the peers have no lanes).
+        self.trace_flags = trace_flags
 
 
 def parse_result(stdout):
@@ -139,10 +140,11 @@ def rows(a, init_npz):
     env = dict(os.environ, DEPENGINE_CPU_THREADS=str(a.threads))
     example = [py, os.path.join(ROOT, "examples", "python", "mnist_cnn.py")] + common + [
         "--init-from", init_npz]
+    both = (("--trace", ""), ("--cpu-trace", "_cpu"))
     out.append(Row("dep-eager", "depengine, Python (gluon, eager)", example, env, why,
-                   trace_flag="--trace"))
+                   trace_flags=both))
     out.append(Row("dep-hybrid", "depengine, Python (gluon, hybridized)", example + ["--hybridize"],
-                   env, why, trace_flag="--trace"))
+                   env, why, trace_flags=both))
 
     cli = os.path.join(a.build, "tools", "depengine", "depengine")
     why = None
@@ -165,7 +167,7 @@ def rows(a, init_npz):
         why = f"`depengine train` has no --optimizer (for {a.optimizer})"
     out.append(Row("dep-cpp", "depengine, C++ (depengine train --model cnn)", cmd, env, why,
                    sleeps="--sleep-ms" in help_text, parse=parse_cli,
-                   trace_flag="--trace" if "--trace" in help_text else None))
+                   trace_flags=(("--trace", ""),) if "--trace" in help_text else ()))
 
     omp = dict(os.environ)
     if a.omp_wait_policy != "unset":
@@ -174,13 +176,14 @@ def rows(a, init_npz):
     out.append(Row("torch", "PyTorch eager", [tpy, os.path.join(HERE, "cnn_torch.py")] + common +
                    ["--threads", str(a.threads)], omp,
                    None if os.access(tpy, os.X_OK) else "bash bench/peers/setup-torch.sh",
-                   trace_flag="--cpu-trace"))
+                   trace_flags=(("--cpu-trace", ""),)))
     mpy = os.path.join(ROOT, "build", "mxnet-venv", "bin", "python")
     mx = [mpy, os.path.join(HERE, "cnn_mxnet.py")] + common + ["--threads", str(a.threads)]
     why = None if os.access(mpy, os.X_OK) else "bash bench/peers/setup-mxnet.sh"
-    out.append(Row("mxnet", "MXNet 1.9.1 Gluon", mx, omp, why, trace_flag="--cpu-trace"))
+    out.append(Row("mxnet", "MXNet 1.9.1 Gluon", mx, omp, why,
+                   trace_flags=(("--cpu-trace", ""),)))
     out.append(Row("mxnet-hybrid", "MXNet 1.9.1 Gluon, hybridized", mx + ["--hybridize"], omp, why,
-                   trace_flag="--cpu-trace"))
+                   trace_flags=(("--cpu-trace", ""),)))
     if a.only:
         keep = set(a.only.split(","))
         unknown = keep - {r.key for r in out}
@@ -193,8 +196,8 @@ def rows(a, init_npz):
 
 def run_once(row, sleep_ms, timeout, trace=None):
     cmd = row.cmd + (["--sleep-ms", repr(sleep_ms)] if sleep_ms else [])
-    if trace and row.trace_flag:
-        cmd += [row.trace_flag, trace]
+    for flag, suffix in row.trace_flags if trace else ():
+        cmd += [flag, trace[:-len(".json")] + suffix + ".json"]
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, env=row.env, timeout=timeout,
                            cwd=ROOT)
@@ -236,8 +239,9 @@ def main():
     ap.add_argument("--traces", metavar="DIR",
                     help="write each run's utilization over its (last) epoch to "
                          "DIR/KEY_sleepS_rR.json: the depengine rows' Chrome traces (--trace), "
-                         "the peers' process CPU time sampled every 50 ms (--cpu-trace); "
-                         "docs/training/plot_utilization.py plots them side by side")
+                         "the process CPU time sampled every 50 ms (--cpu-trace; the Python "
+                         "rows' as KEY_sleepS_rR_cpu.json); docs/training/plot_utilization.py "
+                         "plots them side by side")
     a = ap.parse_args()
     if a.rounds < 1 or a.sleep_ms <= 0:
         ap.error("--rounds must be at least 1 and --sleep-ms positive")

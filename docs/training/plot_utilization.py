@@ -13,9 +13,11 @@ time x workers: how many of the workers the frontend kept running).
 
 A peer without lanes (PyTorch, MXNet) is given as the process CPU time its runner sampled
 over the epoch (--cpu-trace of bench/peers/cnn_torch.py and cnn_mxnet.py, the
-"process-cpu-samples" format of fashion_mnist_data.CpuSampler): it is drawn in the occupancy
-panel as CPU time / (time x cores) per bin, dashed, and has no line in the busy panel.
-Both --trace files hold the last training epoch only.
+"process-cpu-samples" format of fashion_mnist_data.CpuSampler; mnist_cnn.py writes the same
+for depengine's Python frontend): it is drawn in the occupancy panel as CPU time / (time x
+cores) per bin, dashed, and has no line in the busy panel. On a machine that other jobs load
+the two differ: an op counts as running while its thread waits for a core, CPU time does not.
+Every file holds the last training epoch only.
 
 Needs matplotlib (not a dependency of the project: a venv of its own will do).
 """
@@ -112,24 +114,25 @@ def main():
     p.add_argument("--lane", default="compute")
     p.add_argument("--workers", type=int, default=os.cpu_count() or 1,
                    help="the engine's CPU workers (DEPENGINE_CPU_THREADS; default the cores)")
-    p.add_argument("--title", default="CPU utilization over time (depengine: compute lane; "
-                                      "peers: process CPU time)")
+    p.add_argument("--title", default="CPU utilization over time (solid: depengine's compute "
+                                      "lane; dashed: process CPU time)")
     a = p.parse_args()
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), dpi=110, sharex=True)
-    peers = False
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for i, run in enumerate(a.runs):
+    fig, axes = plt.subplots(1, 2, figsize=(11, 6), dpi=110, sharex=True)
+    sampled = False
+    cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    colors = {}  # one color per label: a run's lane and its CPU samples match
+    for run in a.runs:
         label, _, path = run.partition("=")
         if not path:
             raise SystemExit(f"expected LABEL=FILE.json, got {run!r}")
         doc = load(path)
-        color = colors[i % len(colors)]
+        color = colors.setdefault(label, cycle[len(colors) % len(cycle)])
         if isinstance(doc, dict) and doc.get("format") == CPU_SAMPLES:
-            peers = True
+            sampled = True
             t, share = cpu_per_bin(doc, path, a.bin_ms / 1e3)
             mean = sum(share) / len(share)
             axes[1].step(*closed(t, share, a.bin_ms / 1e3), where="post", linestyle="--",
@@ -142,13 +145,13 @@ def main():
                     label=f"{label} (mean {100 * mean:.0f}%)")
     axes[0].set_title("depengine: busy (at least one op running)", fontsize=9)
     axes[1].set_title(f"occupancy: mean ops running / {a.workers} workers"
-                      + ("\n(dashed: process CPU time / (time x cores))" if peers else ""),
+                      + ("\n(dashed: process CPU time / (time x cores))" if sampled else ""),
                       fontsize=9)
     axes[0].set_ylim(0, 105)
     axes[1].set_ylim(0, 130)  # above 100%: a worker's lingering helper ran ops too
     for ax in axes:
-        ax.set_xlabel("seconds since the first op (peers: since the epoch began)")
-        ax.legend(fontsize=7, loc="lower left")
+        ax.set_xlabel("seconds since the first op (CPU samples: since the epoch began)")
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=1)
         ax.grid(alpha=0.3)
     axes[0].set_ylabel(f"% of each {a.bin_ms:g} ms")
     fig.suptitle(a.title, fontsize=10)
