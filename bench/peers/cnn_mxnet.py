@@ -17,9 +17,13 @@ the frontend runs at most two batches ahead. --threads sets OMP_NUM_THREADS (MXN
 operators' OpenMP team; its default is half the cores); MXNET_CPU_WORKER_NTHREADS keeps its
 default of 1 engine worker. Prints per epoch the loss, test accuracy, examples/s, wall time
 and utilization (process CPU time / (wall x cores), training loop only), then one RESULT line
-of JSON for cnn_side_by_side.py.
+of JSON for cnn_side_by_side.py. --cpu-trace FILE.json also writes the process CPU time
+sampled every 50 ms over the last epoch (fashion_mnist_data.CpuSampler), which
+docs/training/plot_utilization.py plots as utilization over time beside depengine's compute
+lane.
 """
 import collections
+import contextlib
 import os
 import sys
 import time
@@ -86,7 +90,8 @@ def main():
         epoch_meter = data.Meter()
         loss_sum = 0.0
         pending = collections.deque()
-        with meter, epoch_meter:
+        sampler = data.CpuSampler(a.cpu_sample_ms)
+        with meter, epoch_meter, sampler if a.cpu_trace else contextlib.nullcontext():
             for start in range(0, n, a.batch):
                 idx = order[start:start + a.batch]
                 x = nd.array(xtr[idx], ctx=ctx)
@@ -108,6 +113,8 @@ def main():
                                   epoch_meter.wall,
                                   epoch_meter.cpu / (epoch_meter.wall * (os.cpu_count() or 1))),
               flush=True)
+    if a.cpu_trace:
+        sampler.write(a.cpu_trace, "mxnet gluon hybridized" if a.hybridize else "mxnet gluon")
     data.cnn_result("mxnet gluon hybridized" if a.hybridize else "mxnet gluon", a,
                     n * a.epochs, meter, loss, test_acc)
 

@@ -15,6 +15,7 @@ figures are medians over the rounds.
     python3 -m venv build/python-venv && build/python-venv/bin/pip install .   # depengine
     cmake --build --preset release --target depengine_cli                  # the C++ row
     bench/peers/cnn_side_by_side.py [--rounds 3] [--limit 12000] [--sleep-ms 5] [--md FILE]
+        [--traces DIR]    # each run's utilization over time, for plot_utilization.py
 
 A row that cannot run (its venv or program is missing, or depengine has no Conv2D yet) is
 reported as missing with the reason; the others still run. Utilization: depengine's is the
@@ -49,16 +50,21 @@ RESULT = re.compile(r"^RESULT (\{.*\})\s*$", re.M)
 # `depengine train`'s epoch line: epoch loss train-acc test-acc examples/s epoch-s compute% ...
 EPOCH_LINE = re.compile(r"^\s*(\d+)\s+([0-9.]+)\s+([0-9.]+)%\s+([0-9.]+)%\s+([0-9.]+)\s+([0-9.]+)"
                         r"\s+([0-9.]+)%", re.M)
-# mnist_cnn.py's Sequential: the children holding weights, in save_parameters' names.
+# mnist_cnn.py's HybridSequential: the children holding weights, in save_parameters' names.
 GLUON_KEYS = {"conv1": "0", "conv2": "1", "fc1": "5", "fc2": "7"}
 
 
 class Row:
-    def __init__(self, key, name, cmd, env=None, missing=None, sleeps=True, parse=None):
+    def __init__(self, key, name, cmd, env=None, missing=None, sleeps=True, parse=None,
+                 trace_flags=()):
         self.key, self.name, self.cmd, self.env = key, name, cmd, env
         self.missing = missing      # why it cannot run, or None
         self.sleeps = sleeps        # takes --sleep-ms
         self.parse = parse or parse_result
+        # With --traces: the flags that write its last epoch's utilization over time, each
+        # with the suffix of its file (--trace: a Chrome trace; --cpu-trace: the process CPU
+        # time sampled every 50 ms, as the peers have no lanes).
+        self.trace_flags = trace_flags
 
 
 def parse_result(stdout):
@@ -134,9 +140,11 @@ def rows(a, init_npz):
     env = dict(os.environ, DEPENGINE_CPU_THREADS=str(a.threads))
     example = [py, os.path.join(ROOT, "examples", "python", "mnist_cnn.py")] + common + [
         "--init-from", init_npz]
-    out.append(Row("dep-eager", "depengine, Python (gluon, eager)", example, env, why))
+    both = (("--trace", ""), ("--cpu-trace", "_cpu"))
+    out.append(Row("dep-eager", "depengine, Python (gluon, eager)", example, env, why,
+                   trace_flags=both))
     out.append(Row("dep-hybrid", "depengine, Python (gluon, hybridized)", example + ["--hybridize"],
-                   env, why))
+                   env, why, trace_flags=both))
 
     cli = os.path.join(a.build, "tools", "depengine", "depengine")
     why = None
@@ -158,7 +166,8 @@ def rows(a, init_npz):
     if not why and a.optimizer != "adam" and "--optimizer" not in help_text:
         why = f"`depengine train` has no --optimizer (for {a.optimizer})"
     out.append(Row("dep-cpp", "depengine, C++ (depengine train --model cnn)", cmd, env, why,
-                   sleeps="--sleep-ms" in help_text, parse=parse_cli))
+                   sleeps="--sleep-ms" in help_text, parse=parse_cli,
+                   trace_flags=(("--trace", ""),) if "--trace" in help_text else ()))
 
     omp = dict(os.environ)
     if a.omp_wait_policy != "unset":
@@ -166,12 +175,15 @@ def rows(a, init_npz):
     tpy = os.path.join(ROOT, "build", "torch-venv", "bin", "python")
     out.append(Row("torch", "PyTorch eager", [tpy, os.path.join(HERE, "cnn_torch.py")] + common +
                    ["--threads", str(a.threads)], omp,
-                   None if os.access(tpy, os.X_OK) else "bash bench/peers/setup-torch.sh"))
+                   None if os.access(tpy, os.X_OK) else "bash bench/peers/setup-torch.sh",
+                   trace_flags=(("--cpu-trace", ""),)))
     mpy = os.path.join(ROOT, "build", "mxnet-venv", "bin", "python")
     mx = [mpy, os.path.join(HERE, "cnn_mxnet.py")] + common + ["--threads", str(a.threads)]
     why = None if os.access(mpy, os.X_OK) else "bash bench/peers/setup-mxnet.sh"
-    out.append(Row("mxnet", "MXNet 1.9.1 Gluon", mx, omp, why))
-    out.append(Row("mxnet-hybrid", "MXNet 1.9.1 Gluon, hybridized", mx + ["--hybridize"], omp, why))
+    out.append(Row("mxnet", "MXNet 1.9.1 Gluon", mx, omp, why,
+                   trace_flags=(("--cpu-trace", ""),)))
+    out.append(Row("mxnet-hybrid", "MXNet 1.9.1 Gluon, hybridized", mx + ["--hybridize"], omp, why,
+                   trace_flags=(("--cpu-trace", ""),)))
     if a.only:
         keep = set(a.only.split(","))
         unknown = keep - {r.key for r in out}
@@ -182,8 +194,10 @@ def rows(a, init_npz):
     return out
 
 
-def run_once(row, sleep_ms, timeout):
+def run_once(row, sleep_ms, timeout, trace=None):
     cmd = row.cmd + (["--sleep-ms", repr(sleep_ms)] if sleep_ms else [])
+    for flag, suffix in row.trace_flags if trace else ():
+        cmd += [flag, trace[:-len(".json")] + suffix + ".json"]
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, env=row.env, timeout=timeout,
                            cwd=ROOT)
@@ -222,11 +236,19 @@ def main():
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per run")
     ap.add_argument("--md", help="also write the tables to this file")
     ap.add_argument("--json", help="also write every run's result to this file")
+    ap.add_argument("--traces", metavar="DIR",
+                    help="write each run's utilization over its (last) epoch to "
+                         "DIR/KEY_sleepS_rR.json: the depengine rows' Chrome traces (--trace), "
+                         "the process CPU time sampled every 50 ms (--cpu-trace; the Python "
+                         "rows' as KEY_sleepS_rR_cpu.json); docs/training/plot_utilization.py "
+                         "plots them side by side")
     a = ap.parse_args()
     if a.rounds < 1 or a.sleep_ms <= 0:
         ap.error("--rounds must be at least 1 and --sleep-ms positive")
     if a.test_limit is None:
         a.test_limit = min(a.limit, 10000)
+    if a.traces:
+        os.makedirs(a.traces, exist_ok=True)
 
     with tempfile.TemporaryDirectory(prefix="cnn_side_by_side.") as tmp:
         rs = rows(a, write_init(a.seed, tmp))
@@ -238,8 +260,10 @@ def main():
             for r, s in configs:
                 if (r.key, s) in errors:
                     continue
+                trace = (os.path.join(os.path.abspath(a.traces), f"{r.key}_sleep{s:g}_r{rnd + 1}.json")
+                         if a.traces else None)
                 try:
-                    results[(r.key, s)].append(run_once(r, s, a.timeout))
+                    results[(r.key, s)].append(run_once(r, s, a.timeout, trace))
                     got = results[(r.key, s)][-1]
                     note = f"{got['examples_per_s']:.0f} examples/s"
                 except (RuntimeError, ValueError, KeyError) as e:

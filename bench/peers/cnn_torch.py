@@ -12,8 +12,12 @@ is gathered from the host arrays in the loop, as a DataLoader over an in-memory 
 as a loop that logs it would (here PyTorch has finished it long before). Prints per epoch the
 loss, test accuracy, examples/s, wall time and utilization (process CPU time / (wall x
 cores), training loop only), then one RESULT line of JSON for cnn_side_by_side.py.
+--cpu-trace FILE.json also writes the process CPU time sampled every 50 ms over the last
+epoch (fashion_mnist_data.CpuSampler), which docs/training/plot_utilization.py plots as
+utilization over time beside depengine's compute lane.
 """
 import collections
+import contextlib
 import os
 import sys
 import time
@@ -83,7 +87,8 @@ def main():
         epoch_meter = data.Meter()
         loss_sum = 0.0
         pending = collections.deque()
-        with meter, epoch_meter:
+        sampler = data.CpuSampler(a.cpu_sample_ms)
+        with meter, epoch_meter, sampler if a.cpu_trace else contextlib.nullcontext():
             for start in range(0, n, a.batch):
                 idx = order[start:start + a.batch]
                 x, y = torch.from_numpy(xtr[idx]), torch.from_numpy(ytr[idx])
@@ -104,6 +109,8 @@ def main():
                                   epoch_meter.wall,
                                   epoch_meter.cpu / (epoch_meter.wall * (os.cpu_count() or 1))),
               flush=True)
+    if a.cpu_trace:
+        sampler.write(a.cpu_trace, "torch eager")
     data.cnn_result("torch eager", a, n * a.epochs, meter, loss, test_acc)
 
 

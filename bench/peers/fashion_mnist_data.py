@@ -13,6 +13,7 @@ import json
 import os
 import struct
 import sys
+import threading
 import time
 
 import numpy as np
@@ -157,9 +158,22 @@ def cnn_parse_args(who, extra=None):
                    help="compute threads (default: the cores)")
     p.add_argument("--test-limit", type=int, default=10000, help="test images (default 10000)")
     p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--cpu-trace", metavar="FILE.json",
+                   help="write the process CPU time sampled every --cpu-sample-ms over the last "
+                        "epoch's training (CpuSampler; docs/training/plot_utilization.py "
+                        "plots it)")
+    p.add_argument("--cpu-sample-ms", type=float, default=50.0,
+                   help="the sampling interval of --cpu-trace (default 50 ms)")
     if extra:
         extra(p)
     a = p.parse_args()
+    if not a.cpu_sample_ms > 0:
+        p.error(f"--cpu-sample-ms must be positive, got {a.cpu_sample_ms:g}")
+    if a.cpu_trace:  # a run that cannot write its trace fails now, not after training
+        folder = os.path.dirname(a.cpu_trace) or "."
+        if os.path.isdir(a.cpu_trace) or not os.access(folder, os.W_OK | os.X_OK):
+            p.error(f"--cpu-trace {a.cpu_trace}: cannot write (a folder, or its folder is "
+                    "missing or not writable)")
     if a.lr is None:
         a.lr = 1e-3 if a.optimizer == "adam" else 1.0
     for name in ("epochs", "batch", "threads"):
@@ -187,6 +201,54 @@ class Meter:
     def __exit__(self, *exc):
         self.wall += time.perf_counter() - self._w
         self.cpu += time.process_time() - self._c
+
+
+class CpuSampler:
+    """The process's CPU time (every thread), sampled by a background thread every
+    `interval_ms` over a `with` block, as [wall s, CPU s] pairs from the block's start: a
+    peer without lanes then has a utilization over time, CPU time / (wall x cores) per bin
+    (docs/training/plot_utilization.py), beside depengine's compute lane. The first sample is
+    taken on entry and the last on exit; a sample the GIL delays carries its own time.
+
+        with CpuSampler(50) as s:
+            train()
+        s.write("cpu.json", runtime="torch eager")
+    """
+
+    FORMAT = "process-cpu-samples"
+
+    def __init__(self, interval_ms=50.0):
+        self.interval = interval_ms / 1e3
+        self.samples = []
+        self._stop = threading.Event()
+        self._thread = None
+
+    def _sample(self):
+        self.samples.append([time.perf_counter() - self._w0, time.process_time() - self._c0])
+
+    def _run(self):
+        while not self._stop.wait(self.interval):
+            self._sample()
+
+    def __enter__(self):
+        self._w0, self._c0 = time.perf_counter(), time.process_time()
+        self.samples = [[0.0, 0.0]]
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="cpu-sampler", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+
+    def write(self, path, runtime):
+        with open(path, "w") as f:
+            json.dump({"format": self.FORMAT, "runtime": runtime, "cores": os.cpu_count() or 1,
+                       "interval_ms": self.interval * 1e3, "columns": ["wall_s", "cpu_s"],
+                       "samples": [[round(w, 6), round(c, 6)] for w, c in self.samples]}, f)
+            f.write("\n")
 
 
 def cnn_epoch_line(epoch, loss, test_acc, examples_per_s, secs, util):

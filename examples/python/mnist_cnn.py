@@ -7,11 +7,12 @@
 
     python examples/python/mnist_cnn.py [--epochs 1] [--limit 12000] [--hybridize]
         [--optimizer adam|adadelta] [--sleep-ms 5] [--ctx cpu|gpu] [--init-from FILE.npz]
-        [--trace FILE.json]
+        [--trace FILE.json] [--cpu-trace FILE.json]
 
 Written as an MXNet Gluon user would (only the imports differ): gluon.data.vision.FashionMNIST
-(Debian's dataset-fashion-mnist), transforms.ToTensor/Normalize, DataLoader, nn.Sequential,
-autograd.record(), loss.backward(), Trainer.step(). Every array op is pushed to the engine
+(Debian's dataset-fashion-mnist), transforms.ToTensor/Normalize, DataLoader,
+nn.HybridSequential (--hybridize makes the whole network one recorded forward, a CachedOp, as
+in MXNet), autograd.record(), loss.backward(), Trainer.step(). Every array op is pushed to the engine
 and returns at once; the loop blocks only where it reads a number: each batch's loss two
 batches later (as a loop that logs it would, which bounds how far Python runs ahead), and
 the test accuracy after each epoch.
@@ -38,6 +39,7 @@ import json
 import os
 import re
 import sys
+import threading
 import time
 
 import numpy
@@ -69,7 +71,16 @@ def parse_args():
     p.add_argument("--trace", metavar="FILE.json",
                    help="write the last epoch's profile as a Chrome trace (every op with its "
                         "lane and times: docs/training/plot_utilization.py plots it)")
+    p.add_argument("--cpu-trace", metavar="FILE.json",
+                   help="write the process CPU time sampled every 50 ms over the last epoch, "
+                        "as bench/peers' runners do for PyTorch and MXNet (plot_utilization.py "
+                        "plots it beside theirs)")
     a = p.parse_args()
+    for flag, path in (("--trace", a.trace), ("--cpu-trace", a.cpu_trace)):
+        folder = os.path.dirname(path or "") or "."
+        if path and (os.path.isdir(path) or not os.access(folder, os.W_OK | os.X_OK)):
+            p.error(f"{flag} {path}: cannot write (a folder, or its folder is missing or not "
+                    "writable)")
     if a.lr is None:
         a.lr = 1e-3 if a.optimizer == "adam" else 1.0
     for name in ("epochs", "limit", "test_limit", "batch"):
@@ -84,7 +95,7 @@ def parse_args():
 
 
 def build_net():
-    net = nn.Sequential()
+    net = nn.HybridSequential()
     net.add(nn.Conv2D(32, kernel_size=3, activation="relu"),
             nn.Conv2D(64, kernel_size=3, activation="relu"),
             nn.MaxPool2D(pool_size=2),
@@ -190,6 +201,11 @@ def main():
     for epoch in range(a.epochs):
         loss_sum = 0.0
         pending = collections.deque()
+        samples = []
+        stop = threading.Event()
+        sampler = threading.Thread(target=sample_cpu, args=(samples, stop), daemon=True)
+        if a.cpu_trace:
+            sampler.start()
         with de.profile(engine) as prof:
             t0, c0 = time.perf_counter(), time.process_time()
             for X, y in loader:
@@ -207,9 +223,17 @@ def main():
             npx.waitall()  # the last updates
             wall = time.perf_counter() - t0
             total_cpu += time.process_time() - c0
+        if a.cpu_trace:
+            stop.set()
+            sampler.join()
         busy_s, conc = compute_lane(prof.summary(), device)
         if a.trace and epoch == a.epochs - 1:
             prof.write_chrome_trace(a.trace)
+        if a.cpu_trace and epoch == a.epochs - 1:
+            with open(a.cpu_trace, "w") as f:
+                json.dump({"format": "process-cpu-samples", "runtime": "depengine python",
+                           "cores": os.cpu_count() or 1, "interval_ms": 50,
+                           "columns": ["wall_s", "cpu_s"], "samples": samples}, f)
         total_wall += wall
         total_busy += busy_s
         loss = loss_sum / len(ytr)
@@ -230,6 +254,16 @@ def main():
         "optimizer": a.optimizer, "lr": a.lr, "sleep_ms": a.sleep_ms, "epochs": a.epochs,
         "limit": a.limit, "test_limit": a.test_limit, "seed": a.seed, "ctx": str(ctx)}),
         flush=True)
+
+
+def sample_cpu(samples, stop, interval_s=0.05):
+    """Appends [wall s, process CPU s] since its start every interval_s until `stop` is set
+    (the format of bench/peers/fashion_mnist_data.CpuSampler)."""
+    w0, c0 = time.perf_counter(), time.process_time()
+    samples.append([0.0, 0.0])
+    while not stop.wait(interval_s):
+        samples.append([time.perf_counter() - w0, time.process_time() - c0])
+    samples.append([time.perf_counter() - w0, time.process_time() - c0])
 
 
 def accuracy(net, x, y, ctx):

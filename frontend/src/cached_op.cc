@@ -3,6 +3,7 @@
 #include "depengine/cached_op.h"
 
 #include <algorithm>
+#include <memory>
 #include <unordered_map>
 #include <utility>
 
@@ -38,6 +39,12 @@ struct CachedOp::Data {
   std::vector<bool> with_grad;
   std::size_t n_params = 0;
   std::vector<NDArray> outputs;  // the segment's outputs (no history)
+  // Output i is one of the inputs or parameters: always copied (a replay writes the inputs,
+  // an optimizer the parameters).
+  std::vector<bool> output_is_boundary;
+  // One per output the latest call handed out without a copy: the owner of the handles it
+  // made, alive while any handle derived from them is.
+  std::vector<std::weak_ptr<const void>> handed;
   // Shared with every call's tape node (its backward), so const after record().
   struct Plan {
     std::vector<PlanNode> nodes;    // latest recorded first: the walk's order
@@ -209,6 +216,11 @@ CachedOp CachedOp::record(std::string name, std::vector<NDArray> inputs,
   d->plan = std::move(plan);
   for (NDArray& o : outs) {
     depengine::detail::require(o, "CachedOp::record");
+    const auto same = [&](const NDArray& b) {
+      return ArrayInternals::chunk(b) == ArrayInternals::chunk(o);
+    };
+    d->output_is_boundary.push_back(std::any_of(inputs.begin(), inputs.end(), same) ||
+                                    std::any_of(params.begin(), params.end(), same));
     d->outputs.push_back(o.detach());
   }
   d->inputs = std::move(inputs);
@@ -218,7 +230,8 @@ CachedOp CachedOp::record(std::string name, std::vector<NDArray> inputs,
 }
 
 std::vector<NDArray> CachedOp::operator()(const std::vector<NDArray>& inputs,
-                                          const std::vector<NDArray>& params) {
+                                          const std::vector<NDArray>& params,
+                                          bool copy_outputs) {
   if (!data_) throw Error("CachedOp: the op was not recorded (a default CachedOp)");
   Data& d = *data_;
   if (inputs.size() != d.inputs.size() || params.size() != d.n_params) {
@@ -234,6 +247,11 @@ std::vector<NDArray> CachedOp::operator()(const std::vector<NDArray>& inputs,
                   shape_str(d.inputs[i].shape()));
     }
   }
+  if (held()) {
+    throw Error(d.name + ": called while an output of its previous call, handed out without a "
+                "copy, is still alive (a replay would overwrite it); call another op recorded "
+                "for the same shapes, or copy the outputs");
+  }
   if (d.fresh) {
     d.fresh = false;
   } else {
@@ -242,7 +260,21 @@ std::vector<NDArray> CachedOp::operator()(const std::vector<NDArray>& inputs,
   }
   std::vector<NDArray> outs;
   outs.reserve(d.outputs.size());
-  for (const NDArray& o : d.outputs) outs.push_back(nd::copy(o));
+  d.handed.clear();
+  for (std::size_t i = 0; i < d.outputs.size(); ++i) {
+    const NDArray& o = d.outputs[i];
+    if (copy_outputs || d.output_is_boundary[i]) {
+      outs.push_back(nd::copy(o));
+      continue;
+    }
+    // The handle shares the chunk's storage through an owner of its own, so that held()
+    // knows whether anything derived from it is alive.
+    const std::shared_ptr<depengine::detail::Chunk>& chunk = ArrayInternals::shared_chunk(o);
+    auto owner = std::make_shared<std::shared_ptr<depengine::detail::Chunk>>(chunk);
+    d.handed.emplace_back(owner);
+    outs.push_back(ArrayInternals::wrap(
+        std::shared_ptr<depengine::detail::Chunk>(std::move(owner), chunk.get()), o.shape()));
+  }
   const Plan& plan = *d.plan;
   std::vector<NDArray> uses;
   uses.reserve(plan.uses.size());
@@ -272,6 +304,34 @@ bool CachedOp::busy() const {
   if (!data_) return false;
   const std::shared_ptr<ag::Node> n = data_->last.lock();
   return n && !n->freed;
+}
+
+bool CachedOp::held() const {
+  if (!data_) return false;
+  return std::any_of(data_->handed.begin(), data_->handed.end(),
+                     [](const std::weak_ptr<const void>& w) { return !w.expired(); });
+}
+
+bool CachedOp::release(const std::vector<NDArray*>& arrays) {
+  if (!held()) return true;
+  Data& d = *data_;
+  long handles = 0;
+  for (const std::weak_ptr<const void>& w : d.handed) handles += w.use_count();
+  if (handles != static_cast<long>(arrays.size())) return false;
+  for (const NDArray* a : arrays) {
+    const std::shared_ptr<depengine::detail::Chunk>& c = ArrayInternals::shared_chunk(*a);
+    const bool ours = std::any_of(d.handed.begin(), d.handed.end(),
+                                  [&](const std::weak_ptr<const void>& w) {
+                                    return !w.owner_before(c) && !c.owner_before(w);
+                                  });
+    if (!ours) return false;
+  }
+  for (NDArray* a : arrays) {
+    NDArray own = nd::copy(a->detach());  // detached: the copy is no tape entry
+    ArrayInternals::set_history(own, ArrayInternals::node(*a), ArrayInternals::output(*a));
+    *a = std::move(own);
+  }
+  return !held();
 }
 
 std::size_t CachedOp::replays() const { return data_ ? data_->replays : 0; }

@@ -112,6 +112,11 @@ struct ArrayInternals {
   static NDArray make(Engine& e, Shape shape, const char* op);
   static NDArray make(Engine& e, Shape shape, Device device, const char* op);
   static NDArray view(const NDArray& a, Shape shape) { return NDArray(a.chunk_, std::move(shape)); }
+  // An array over `chunk` as given (nd::CachedOp hands out its outputs through an aliasing
+  // pointer whose owner tells whether any handle to them is still alive).
+  static NDArray wrap(std::shared_ptr<Chunk> chunk, Shape shape) {
+    return NDArray(std::move(chunk), std::move(shape));
+  }
   static Chunk* chunk(const NDArray& a) noexcept { return a.chunk_.get(); }
   static const std::shared_ptr<Chunk>& shared_chunk(const NDArray& a) noexcept { return a.chunk_; }
   // Autograd history (autograd.cc).

@@ -237,7 +237,9 @@ std::string repr(const NDArray& a) {
 }  // namespace
 
 void bind_array(nb::module_& np) {
-  nb::class_<NDArray> cls(np, "ndarray",
+  // Weak-referenceable: a hybridized block keeps weak references to the outputs it hands
+  // out without a copy, to give them storage of their own before a replay overwrites them.
+  nb::class_<NDArray> cls(np, "ndarray", nb::is_weak_referenceable(),
                           "A float32 array whose ops are pushed to the dependency engine and "
                           "return at once; asnumpy(), item(), printing and wait_to_read() wait.");
   cls.def_prop_ro("shape", [](const NDArray& a) { return shape_tuple(a.shape()); })

@@ -55,11 +55,12 @@ nd::CachedOp record(const std::string& name, nb::handle fn, nb::handle inputs,
                               });
 }
 
-std::vector<NDArray> call(nd::CachedOp& op, nb::handle inputs, nb::handle params) {
+std::vector<NDArray> call(nd::CachedOp& op, nb::handle inputs, nb::handle params,
+                          bool copy_outputs) {
   const std::vector<NDArray> in = array_list(inputs, "CachedOp", "inputs");
   const std::vector<NDArray> ps = array_list(params, "CachedOp", "params");
   // A wrong count or shape (found before anything is pushed) is a ValueError.
-  return frontend_call(current_engine(), [&] { return op(in, ps); });
+  return frontend_call(current_engine(), [&] { return op(in, ps, copy_outputs); });
 }
 
 }  // namespace
@@ -75,10 +76,34 @@ void bind_cached_op(nb::module_& npx) {
                   "and its tape nodes as the gradient plan. with_grad[i]: whether input i "
                   "gets a gradient; params: the arrays the forward reads in place.")
       .def("__call__", &call, nb::arg("inputs"), nb::arg("params"),
+           nb::arg("copy_outputs") = true,
            "Replays the forward with inputs (the first call returns the recording's "
-           "results); while autograd records, the outputs share one tape node.")
+           "results); while autograd records, the outputs share one tape node. "
+           "copy_outputs=False returns the segment's own output arrays (no copy; the op is "
+           "then held while any of them lives).")
       .def_prop_ro("busy", &nd::CachedOp::busy,
                    "Whether the latest call's gradient still needs the segment's arrays.")
+      .def_prop_ro("held", &nd::CachedOp::held,
+                   "Whether an output the latest call returned without a copy is still alive "
+                   "(a replay would overwrite it).")
+      .def("_release",
+           [](nd::CachedOp& op, nb::handle arrays) {
+             if (!nb::isinstance<nb::list>(arrays)) {
+               throw nb::type_error("CachedOp._release: arrays must be a list of ndarrays");
+             }
+             std::vector<NDArray*> ptrs;
+             for (nb::handle h : arrays) {
+               if (!nb::isinstance<NDArray>(h)) {
+                 throw nb::type_error("CachedOp._release: arrays must be ndarrays");
+               }
+               ptrs.push_back(nb::inst_ptr<NDArray>(h));
+             }
+             return frontend_call(current_engine(), [&] { return op.release(ptrs); });
+           },
+           nb::arg("arrays"),
+           "Gives these ndarrays (the outputs the latest call returned without a copy, when "
+           "nothing else holds them) storage of their own, a copy, so that the op is no "
+           "longer held; returns whether it is not.")
       .def_prop_ro("replays", &nd::CachedOp::replays, "Calls that replayed the segment.")
       .def_prop_ro("plan_size", &nd::CachedOp::plan_size,
                    "The forward's tape nodes the gradient plan holds.");

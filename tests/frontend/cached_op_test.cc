@@ -1,7 +1,8 @@
 // nd::CachedOp (depengine/cached_op.h): training steps through a replayed forward give the
 // same bits as the eager steps (parameters, gradients, dropout masks) on the naive engine and
-// the threaded one with 1, 2 and 4 workers; grad_req add; retain_graph and busy(); a
-// gradient for an input; the errors.
+// the threaded one with 1, 2 and 4 workers, with the outputs copied or handed out as they
+// are; grad_req add; retain_graph and busy(); held() and release(); a gradient for an input;
+// the errors.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -49,8 +50,9 @@ struct Result {
   std::size_t replays = 0;
 };
 
-// `steps` SGD steps; cached: through one CachedOp recorded at the first step.
-Result train(Engine& e, bool cached, autograd::GradReq req, int steps) {
+// `steps` SGD steps; cached: through one CachedOp recorded at the first step, its outputs
+// copied or not.
+Result train(Engine& e, bool cached, autograd::GradReq req, int steps, bool copy_outputs = true) {
   EngineScope use(e);
   Net n = make_net(req);
   nd::seed(9);
@@ -69,7 +71,7 @@ Result train(Engine& e, bool cached, autograd::GradReq req, int steps) {
           op = nd::CachedOp::record("mlp", {nd::copy(x)}, {false}, {n.w1, n.b1, n.w2},
                                     [&](const std::vector<NDArray>& in) { return forward(in[0], n); });
         }
-        y = op({x}, {n.w1, n.b1, n.w2});
+        y = op({x}, {n.w1, n.b1, n.w2}, copy_outputs);
       }
       loss = nd::mean(nd::square(y[0]));
     }
@@ -100,15 +102,20 @@ TEST_P(CachedOpTraining, SameBitsAsEagerAfterSteps) {
   for (autograd::GradReq req : {autograd::GradReq::write, autograd::GradReq::add}) {
     auto e1 = make();
     auto e2 = make();
+    auto e3 = make();
     const Result eager = train(*e1, false, req, 5);
     const Result cached = train(*e2, true, req, 5);
+    const Result uncopied = train(*e3, true, req, 5, /*copy_outputs=*/false);
     EXPECT_EQ(cached.replays, 4u);
+    EXPECT_EQ(uncopied.replays, 4u);
     ASSERT_EQ(eager.params.size(), cached.params.size());
     for (std::size_t i = 0; i < eager.params.size(); ++i) {
       for (float v : eager.params[i]) ASSERT_TRUE(std::isfinite(v));  // NaN != NaN
       // Bitwise: the same float values, not merely close ones.
       EXPECT_EQ(eager.params[i], cached.params[i]) << "parameter " << i;
       EXPECT_EQ(eager.grads[i], cached.grads[i]) << "gradient " << i;
+      EXPECT_EQ(eager.params[i], uncopied.params[i]) << "parameter " << i;
+      EXPECT_EQ(eager.grads[i], uncopied.grads[i]) << "gradient " << i;
     }
   }
 }
@@ -189,6 +196,56 @@ TEST(CachedOp, BusyUntilBackwardAndRetainGraph) {
   (void)op({x}, {w});
   EXPECT_FALSE(op.busy());
   EXPECT_EQ(op.replays(), 1u);
+}
+
+// An output handed out without a copy holds the op while any handle to it (a copy of the
+// handle, a reshape) lives; a call then is refused rather than overwriting it. release()
+// gives the caller's own handles a copy of their own, history kept.
+TEST(CachedOp, OutputsWithoutACopyHoldTheOpUntilDroppedOrReleased) {
+  auto e = Engine::create("threaded", {.cpu_threads = 2});
+  EngineScope use(*e);
+  NDArray w = nd::ones({2, 2});
+  w.attach_grad();
+  const NDArray x = nd::ones({1, 2});
+  nd::CachedOp op = nd::CachedOp::record("blk", {nd::copy(x)}, {false}, {w},
+                                         [&](const std::vector<NDArray>& in) {
+                                           return std::vector<NDArray>{nd::dot(in[0], w)};
+                                         });
+  NDArray y = op({x}, {w}, /*copy_outputs=*/false)[0];
+  EXPECT_TRUE(op.held());
+  NDArray flat = y.reshape({2});
+  y = NDArray();
+  EXPECT_TRUE(op.held());  // the reshape shares the storage
+  try {
+    (void)op({x * 2.0f}, {w});
+    FAIL() << "a held op replayed";
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find("blk: called while an output of its previous call"),
+              std::string::npos)
+        << err.what();
+  }
+  EXPECT_FALSE(op.release({}));  // the reshape is a handle release() was not given
+  EXPECT_EQ(flat.to_vector(), (std::vector<float>{2, 2}));
+  flat = NDArray();
+  EXPECT_FALSE(op.held());
+
+  NDArray z, loss;
+  {
+    autograd::RecordScope record;
+    z = op({x * 2.0f}, {w}, false)[0];
+  }
+  NDArray kept = z;  // two handles, both given to release()
+  EXPECT_TRUE(op.release({&z, &kept}));
+  EXPECT_FALSE(op.held());
+  {
+    autograd::RecordScope record;
+    loss = nd::sum(z);
+  }
+  loss.backward();  // the history went with the copy
+  EXPECT_EQ(w.grad().to_vector(), (std::vector<float>{2, 2, 2, 2}));
+  (void)op({x}, {w}, false);  // a replay: what z and kept hold is theirs now
+  EXPECT_EQ(z.to_vector(), (std::vector<float>{4, 4}));
+  EXPECT_EQ(kept.to_vector(), (std::vector<float>{4, 4}));
 }
 
 TEST(CachedOp, Errors) {

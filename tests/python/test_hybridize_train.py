@@ -2,7 +2,10 @@
 a recorded npx.CachedOp, and give the same bits as the eager steps — parameters, gradients,
 Dropout masks, BatchNorm running statistics — on the naive engine and the threaded one with
 1, 2 and 4 workers; a new shape, another mode or grad_req records again; grad_req='add',
-retain_graph, two calls in one step, a gradient for the input, and the errors."""
+retain_graph, two calls in one step, a gradient for the input, and the errors; a replay hands
+out its outputs without a copy, and an output the caller keeps gets a copy of its own."""
+import json
+
 import numpy
 import pytest
 
@@ -338,3 +341,97 @@ def test_a_garbage_collection_during_the_recording_deletes_nothing_inside_it():
         numpy.testing.assert_array_equal(net(x).asnumpy(), numpy.full((2, 3), 2.0))
     numpy.testing.assert_array_equal(x.grad.asnumpy(), numpy.full((2, 3), 2.0))
     assert net.hybrid_stats() == {"records": 2, "replays": 2}
+
+
+def step_op_names(net, x, y, trainer, loss_fn):
+    """The names of the ops one training step ran."""
+    with de.profile() as prof:
+        with autograd.record():
+            loss = loss_fn(net(x), y)
+        loss.backward()
+        trainer.step(x.shape[0])
+        npx.waitall()
+    return [e["name"] for e in json.loads(prof.chrome_trace())["traceEvents"]
+            if e.get("ph") == "X"]
+
+
+@pytest.mark.parametrize("container", ["HybridSequential", "Sequential"])
+def test_a_replayed_training_step_copies_no_output(container):
+    # A replay hands out the segment's own outputs while no caller keeps them past the next
+    # call (before: one `copy` op per output and call, for each hybridized block; a
+    # Sequential's hybridize() makes each layer one, as in examples/python/mnist_cnn.py).
+    npx.seed(3)
+    net = getattr(nn, container)()
+    net.add(nn.Dense(16, activation="relu"), nn.Dropout(0.3), nn.Dense(3))
+    net.initialize()
+    net(np.array(BATCHES[0]))
+    net.hybridize()
+    trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1})
+    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+    for x, y in zip(BATCHES[:3], LABELS):
+        names = step_op_names(net, np.array(x), np.array(y), trainer, loss_fn)
+    assert "dropout" in " ".join(names) or "random_uniform" in names, names  # a real step
+    assert "copy" not in names, names
+    stats = [net.hybrid_stats()] if container == "HybridSequential" else [
+        b.hybrid_stats() for b in net]
+    assert all(s == {"records": 1, "replays": 2} for s in stats), stats
+
+
+@pytest.mark.parametrize("keep", ["outputs", "views"])
+def test_outputs_kept_across_calls_keep_their_values(keep):
+    # A caller that keeps outputs: a replay must not overwrite them. A kept output gets a
+    # copy of its own at the next call, which then replays. A kept view of one cannot be
+    # given one: the next call records anew, and once two recordings are held the block
+    # copies its outputs at every call (the pool does not grow by a recording per call).
+    # Every kept array is eager's bits.
+    runs = []
+    for hybrid in (False, True):
+        npx.seed(6)
+        net = mlp()
+        net.initialize()
+        net(np.array(BATCHES[0]))
+        if hybrid:
+            net.hybridize()
+        trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1})
+        kept = []
+        for x in BATCHES[:4]:
+            with autograd.record():
+                out = net(np.array(x))
+                loss = (out * out).sum()
+            loss.backward()
+            trainer.step(x.shape[0])
+            kept.append(out if keep == "outputs" else out.reshape((-1,)))
+        runs.append([o.asnumpy() for o in kept])
+    assert_same_bits(*runs)
+    assert net.hybrid_stats() == ({"records": 1, "replays": 3} if keep == "outputs" else
+                                  {"records": 3, "replays": 1})
+
+
+def test_cached_op_outputs_without_a_copy_hold_the_op_while_alive():
+    w = np.ones((2, 2))
+    w.attach_grad()
+    x = np.ones((1, 2))
+    with autograd.record():
+        op = npx.CachedOp.record("blk", lambda a: [np.dot(a, w)], [x.copy()], [False], [w])
+    y = op([x], [w], copy_outputs=False)[0]
+    assert op.held
+    view = y.reshape((2,))  # shares y's storage
+    del y
+    assert op.held
+    with pytest.raises(ValueError, match="blk: called while an output of its previous call, "
+                                         "handed out without a copy, is still alive"):
+        op([x * 2.0], [w])
+    numpy.testing.assert_array_equal(view.asnumpy(), [2.0, 2.0])
+    del view
+    assert not op.held
+    z = op([x * 2.0], [w], copy_outputs=False)[0]
+    numpy.testing.assert_array_equal(z.asnumpy(), [[4.0, 4.0]])
+    # A caller's own handles can be given storage of their own (a copy, history kept).
+    assert op._release([z])
+    assert not op.held
+    numpy.testing.assert_array_equal(op([x], [w], copy_outputs=False)[0].asnumpy(), [[2.0, 2.0]])
+    numpy.testing.assert_array_equal(z.asnumpy(), [[4.0, 4.0]])
+    # Copied outputs leave it free.
+    c = op([x * 3.0], [w])[0]
+    assert not op.held
+    numpy.testing.assert_array_equal(c.asnumpy(), [[6.0, 6.0]])

@@ -11,6 +11,7 @@
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "args.h"
 #include "commands.h"
@@ -36,6 +37,8 @@ struct Options {
   int threads = 0;
   std::string data = fm::kDefaultDir;
   bool profile = false;
+  // Where to write the last epoch's Chrome trace ("": nowhere).
+  std::string trace;
   // Train and test on at most this many examples of each set (0: all).
   std::size_t limit = 0;
 };
@@ -46,7 +49,7 @@ void usage() {
       "                       [--engine naive|threaded] [--threads N] [--lr LR]\n"
       "                       [--optimizer sgd|adam|adadelta|rmsprop]\n"
       "                       [--lr-decay D] [--seed S] [--hidden H] [--data DIR]\n"
-      "                       [--profile] [--replay] [--limit N]\n"
+      "                       [--profile] [--replay] [--limit N] [--trace FILE.json]\n"
       "  trains on Fashion-MNIST (IDX files in DIR, default\n"
       "  %s) and prints per epoch the loss, train and\n"
       "  test accuracy, examples/s and the share of the epoch the compute lane (model\n"
@@ -64,7 +67,10 @@ void usage() {
       "  --replay records the training step once per batch buffer and epoch\n"
       "  (nd::record) and replays it for the other batches (same results).\n"
       "  --limit N trains on the first N training images and tests on the first N\n"
-      "  test images (1 to 60000), for a short run.\n",
+      "  test images (1 to 60000), for a short run.\n"
+      "  --trace FILE.json writes the last epoch's profile as a Chrome trace (every op\n"
+      "  of its training, with lane, worker and times; open it in https://ui.perfetto.dev\n"
+      "  or plot it with docs/training/plot_utilization.py).\n",
       fm::kDefaultDir, kMaxEpochs, kMaxBatch, kMaxLr, kMaxHidden);
 }
 
@@ -111,6 +117,22 @@ Options parse(const Args& args) {
   o.train.hidden = args.integer<std::size_t>("--hidden", o.train.hidden, 1, kMaxHidden);
   o.data = args.str("--data", o.data);
   o.limit = args.integer<std::size_t>("--limit", o.limit, 1, 60000);
+  if (args.has("--trace")) {
+    o.trace = args.str("--trace");
+    if (o.trace == "-") {
+      throw UsageError("--trace '-': standard output holds the epoch table; name a file");
+    }
+    // Checked before the data is read and anything trains: a run that cannot write its
+    // trace fails in a moment, not after its epochs. A data file is not overwritten.
+    std::vector<std::string> inputs;
+    for (const char* split : {"train", "t10k"}) {
+      for (const char* kind : {"-images-idx3-ubyte.gz", "-labels-idx1-ubyte.gz"}) {
+        inputs.push_back(o.data + "/" + split + kind);
+      }
+    }
+    check_distinct_outputs(args, {"--trace"}, inputs);
+    check_writable("--trace", o.trace);
+  }
   return o;
 }
 
@@ -155,7 +177,7 @@ int train(int argc, char** argv) {
   const Options o = parse(Args(argc, argv,
                                {"--model", "--epochs", "--batch", "--engine", "--threads", "--lr",
                                 "--lr-decay", "--seed", "--hidden", "--data", "--limit",
-                                "--optimizer"},
+                                "--optimizer", "--trace"},
                                {"--profile", "--replay"}));
 
   auto train_set = head(fm::load(o.data, fm::Split::train), o.limit);
@@ -196,6 +218,11 @@ int train(int argc, char** argv) {
               total_examples / total_seconds, o.epochs);
   if (o.profile) {
     std::printf("\nprofile of the last epoch:\n%s", trainer.last_profile().table().c_str());
+  }
+  if (!o.trace.empty()) {
+    trainer.last_profiler()->write_chrome_trace(o.trace);
+    std::printf("\nwrote the last epoch's Chrome trace to %s (open in https://ui.perfetto.dev)\n",
+                o.trace.c_str());
   }
   return 0;
 }

@@ -150,6 +150,7 @@ EpochStats Trainer::train_epoch(int epoch,
   observing.reset();
 
   last_profile_ = profiler->summary();
+  last_profiler_ = std::move(profiler);
   const ProfileSummary& summary = last_profile_;
   const double n = static_cast<double>(train_pipe_.data().size());
   GraphAnalysis graph;

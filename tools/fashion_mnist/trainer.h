@@ -83,6 +83,10 @@ class Trainer {
   const Model& model() const noexcept { return model_; }
   // The profiler's summary of the last train_epoch (per op name, lane and worker).
   const ProfileSummary& last_profile() const noexcept { return last_profile_; }
+  // The profiler that observed the last train_epoch (every op it pushed, from the first
+  // batch's assembly to the last step; not evaluate()'s), e.g. for its Chrome trace:
+  // trainer.last_profiler()->write_chrome_trace("epoch.json"). Null before the first epoch.
+  std::shared_ptr<const Profiler> last_profiler() const noexcept { return last_profiler_; }
   std::size_t batches_per_epoch() const noexcept { return train_pipe_.batches(); }
 
  private:
@@ -93,6 +97,7 @@ class Trainer {
   BatchPipeline train_pipe_;
   BatchPipeline test_pipe_;
   ProfileSummary last_profile_;
+  std::shared_ptr<const Profiler> last_profiler_;
 };
 
 }  // namespace depengine::fashion_mnist

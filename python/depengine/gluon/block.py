@@ -34,6 +34,7 @@ import gc
 import re
 import threading
 import types
+import weakref
 from collections import OrderedDict
 
 import numpy as _numpy
@@ -327,6 +328,13 @@ def _copy_out(out):
     return out
 
 
+# Recordings of one key whose outputs a caller holds in a way _release cannot undo (a view of
+# one is alive) before the block copies its outputs at every call: two serve a loop that
+# keeps a view of the latest call's output while it makes the next one, each call replaying
+# the recording the one before it left free.
+_MAX_HELD = 2
+
+
 class _Cached:
     """One recorded forward: its segment, its inputs (private copies the replays write), its
     outputs, and the parameter arrays it reads (held, so their ids stay theirs)."""
@@ -349,6 +357,8 @@ class HybridBlock(Block):
         self._param_list = None
         self._cached = {}
         self._cached_ops = {}
+        self._copying = set()
+        self._handed = {}
         self._records = 0
         self._replays = 0
 
@@ -359,6 +369,8 @@ class HybridBlock(Block):
         self._param_list = None
         self._cached = {}
         self._cached_ops = {}
+        self._copying = set()
+        self._handed = {}
         self._records = 0
         self._replays = 0
         super().hybridize(active, **kwargs)
@@ -430,13 +442,37 @@ class HybridBlock(Block):
         key = (tuple(a.shape for a in args), autograd.is_training(), tuple(with_grad),
                tuple(id(d) for d in arrays), tuple(p.grad_req for p in params))
         pool = self._cached_ops.setdefault(key, [])
+        held = 0
         for op, tree in pool:
-            if not op.busy:
-                break
+            if op.busy:
+                continue
+            if op.held and not self._release(op):
+                held += 1
+                continue
+            break
         else:
+            if held >= _MAX_HELD:
+                # The caller keeps the outputs of more than its latest call: this key's calls
+                # copy their outputs from now on, so that the pool does not grow by a
+                # recording per call.
+                self._copying.add(key)
             op, tree = self._record_cached_op(args, arrays, with_grad)
             pool.append((op, tree))
-        return _unflatten(tree, op(list(args), arrays))
+        # The outputs are the segment's own arrays (no copy); one that the caller still holds
+        # at the next call gets a copy of its own then (_release).
+        copying = key in self._copying
+        outs = op(list(args), arrays, copying)
+        if not copying:
+            self._handed[id(op)] = [weakref.ref(o) for o in outs]
+        return _unflatten(tree, outs)
+
+    def _release(self, op):
+        """Unholds `op` when the only handles to the outputs its latest call returned are
+        those Python objects: they get copies of their own (what a caller that keeps its
+        outputs across calls pays; the others pay nothing). Not when a view of one, or a
+        copy of its handle inside another object, is alive."""
+        alive = [o for o in (r() for r in self._handed.get(id(op), ())) if o is not None]
+        return op._release(alive)
 
     def _record_cached_op(self, args, arrays, with_grad):
         inputs = [a.detach().copy() for a in args]
