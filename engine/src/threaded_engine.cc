@@ -632,8 +632,11 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuLaunch
   }
 
   // Held for the few hundred nanoseconds of a push (longer only for wait_all's bookkeeping,
-  // a replay's registration, or an observer's on_push): a spin lock that yields.
-  SpinLock push_mu_;
+  // a replay's registration, or an observer's on_push): a spin lock that yields. It and the
+  // fields after it, which only pushing threads touch, start a cache line of their own: the
+  // line before ends with the CpuRunner's vtable pointer, which every worker reads per op,
+  // and a push writing the lock there made each op cost the frontend one more transfer.
+  alignas(64) SpinLock push_mu_;
   std::uint64_t next_seq_ = 0;
   // Vars with a run of reduce accesses not yet combined, under push_mu_ (the handle keeps
   // the var alive until its combining op is pushed).
