@@ -26,8 +26,9 @@ namespace depengine::detail {
 
 class EngineCore : public OpSink {
  public:
-  explicit EngineCore(const ResolvedOptions& options)
-      : options_(options), id_(next_engine_id()) {}
+  // `ops_reference_vars`: OpSink::ops_reference_vars.
+  EngineCore(const ResolvedOptions& options, bool ops_reference_vars)
+      : OpSink(ops_reference_vars), options_(options), id_(next_engine_id()) {}
   virtual ~EngineCore() = default;
   EngineCore(const EngineCore&) = delete;
   EngineCore& operator=(const EngineCore&) = delete;
@@ -127,7 +128,7 @@ class EngineCore : public OpSink {
   // GPU stream on first use).
   virtual void check_gpu_queue(Device device, Lane lane) = 0;
   // Registers a pushed op (delete_var's when `to_delete` is set), all or nothing.
-  virtual void submit(OpPtr op, VarState* to_delete) = 0;
+  virtual void submit(OpPtr&& op, VarState* to_delete) = 0;
   // delete_var without an op: true when the engine deleted `v` and ran `on_deleted` at
   // once, or (`frees_memory_only`) took it to run when the var's last pending access
   // finishes; false leaves it to delete_var's op (and `on_deleted` untouched).

@@ -37,7 +37,7 @@ namespace {
 class NaiveCore final : public EngineCore {
  public:
   explicit NaiveCore(const ResolvedOptions& o)
-      : EngineCore(o),
+      : EngineCore(o, /*ops_reference_vars=*/true),
         gpu_(make_backend(o.sim_gpus)) {
     if (o.cpu_threads == 1) serial_.emplace(1, 1);
   }
@@ -157,7 +157,7 @@ class NaiveCore final : public EngineCore {
   // until an async op is left suspended, see drain); a push made meanwhile (by a running op,
   // or by a thread completing an async op) is queued and runs after the ops before it, on
   // the draining thread. No lock is held while ops run.
-  void submit(OpPtr op, VarState* to_delete) override {
+  void submit(OpPtr&& op, VarState* to_delete) override {
     std::unique_lock lk(mu_);
     wait_for_place(lk);
     check_admission(stage_, *op, to_delete != nullptr, owns(current_op()));

@@ -121,7 +121,10 @@ void check_not_in_op(const char* what) {
 
 OpPtr make_op(OpSink* sink, const BodyBuilder& body, OpKind kind, PushOptions&& options,
               VarList reads, VarList writes, std::uint64_t owner) {
-  check_placement(options, kind == OpKind::async_body ? "push_async" : "push");
+  // The CPU's one queue, checked inline: most pushes name no device.
+  const bool plain_cpu = options.device == Device::cpu() &&
+                         static_cast<unsigned>(options.lane) < static_cast<unsigned>(kLaneCount);
+  if (!plain_cpu) check_placement(options, kind == OpKind::async_body ? "push_async" : "push");
   OpPtr op(new Op(sink, kind, std::move(options)));
   op->set_body(body);
   op->set_accesses(reads, writes, owner);
@@ -207,74 +210,99 @@ AccessKind merge_kinds(AccessKind a, AccessKind b, const VarState* v, const char
 }
 }  // namespace
 
+namespace {
+// Throws the Error for an access that check_access refused.
+[[noreturn, gnu::cold]] void refuse_access(const Var& v, AccessKind k, std::uint64_t owner,
+                                           const char* what) {
+  check_var(v, owner, what);  // a null var, or one of another engine
+  if (k == AccessKind::reduce) {
+    throw Error(std::string(what) + ": reduce(var #" + std::to_string(v.id()) +
+                ") needs a synchronous CPU op (its private buffer is the running thread's)");
+  }
+  throw Error(std::string(what) + ": var #" + std::to_string(v.id()) + " is marked " +
+              (v.mode() == VarMode::commute ? "commute()" : "reduce()") +
+              " in the reads list; commute() and reduce() belong in the writes list");
+}
+
+// Throws Error for a var that the op cannot access as `k`: null, another engine's, reduce()
+// in an op that cannot reduce, commute() or reduce() in the reads list.
+inline void check_access(const Var& v, AccessKind k, std::uint64_t owner, bool reduce_allowed,
+                         const char* what) {
+  if (!v || v.state()->owner != owner || (k == AccessKind::reduce && !reduce_allowed) ||
+      (k == AccessKind::read && v.mode() != VarMode::plain)) [[unlikely]] {
+    refuse_access(v, k, owner, what);
+  }
+}
+}  // namespace
+
 void Op::set_accesses(VarList read_list, VarList write_list, std::uint64_t owner) {
   const char* what = is_async() ? "push_async" : "push";
-  for (const Var& v : write_list) {
-    if (!v || v.state()->owner != owner) check_var(v, owner, what);
-    if (v.mode() == VarMode::reduce && (is_async() || opts.device.is_gpu())) {
-      throw Error(std::string(what) + ": reduce(var #" + std::to_string(v.id()) +
-                  ") needs a synchronous CPU op (its private buffer is the running thread's)");
+  const bool reduce_allowed = !is_async() && !opts.device.is_gpu();
+  const std::size_t total = read_list.size() + write_list.size();
+  Access* out = acc.resize(total);
+  std::size_t n = 0;
+  // Each var checked, then merged into the accesses so far (merge_kinds) by a linear search,
+  // which suits the usual handful of vars; long lists are checked, then merged by a sort.
+  auto add = [&](VarState* v, AccessKind k) {
+    for (std::size_t i = 0; i < n; ++i) {
+      if (out[i].var == v) [[unlikely]] {
+        out[i].kind = merge_kinds(out[i].kind, k, v, what);
+        return;
+      }
     }
-  }
-  for (const Var& v : read_list) {
-    if (!v || v.state()->owner != owner) check_var(v, owner, what);
-    if (v.mode() != VarMode::plain) {
-      throw Error(std::string(what) + ": var #" + std::to_string(v.id()) + " is marked " +
-                  (v.mode() == VarMode::commute ? "commute()" : "reduce()") +
-                  " in the reads list; commute() and reduce() belong in the writes list");
-    }
-  }
-  acc.resize(read_list.size() + write_list.size());
+    out[n++] = make_access(v, this, k);
+  };
+  constexpr std::size_t kLinear = 16;
   try {
-    merge_accesses(read_list, write_list, what);
+    if (total <= kLinear) {
+      for (const Var& v : write_list) {
+        const AccessKind k = write_kind(v);
+        check_access(v, k, owner, reduce_allowed, what);
+        add(v.state(), k);
+      }
+      for (const Var& v : read_list) {
+        check_access(v, AccessKind::read, owner, reduce_allowed, what);
+        add(v.state(), AccessKind::read);
+      }
+    } else {
+      for (const Var& v : write_list) check_access(v, write_kind(v), owner, reduce_allowed, what);
+      for (const Var& v : read_list) check_access(v, AccessKind::read, owner, reduce_allowed, what);
+      n = merge_sorted(out, read_list, write_list, what);
+    }
   } catch (...) {
     acc.shrink(0);  // no reference was taken yet
     throw;
   }
+  acc.shrink(n);
   holds_var_refs = sink_ == nullptr || sink_->ops_reference_vars();
-  for (Access& a : acc) {
-    if (holds_var_refs) var_add_ref(a.var);
-    if (a.kind == AccessKind::commute) has_commute = true;
-    if (a.kind == AccessKind::reduce) has_reduce = true;
+  bool commute = false, reduce = false;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (holds_var_refs) var_add_ref(out[i].var);
+    commute |= out[i].kind == AccessKind::commute;
+    reduce |= out[i].kind == AccessKind::reduce;
   }
+  has_commute = commute;
+  has_reduce = reduce;
 }
 
-void Op::merge_accesses(VarList read_list, VarList write_list, const char* what) {
+std::size_t Op::merge_sorted(Access* out, VarList read_list, VarList write_list,
+                             const char* what) {
   std::size_t n = 0;
-  // Merges a var into the accesses so far (merge_kinds). Linear search suits the usual
-  // handful of vars; long lists go through a sort instead.
-  auto add = [&](VarState* v, AccessKind kind) {
-    for (std::size_t i = 0; i < n; ++i) {
-      Access& a = acc[i];
-      if (a.var != v) continue;
-      a.kind = merge_kinds(a.kind, kind, v, what);
-      return;
+  for (const Var& v : write_list) out[n++] = make_access(v.state(), this, write_kind(v));
+  for (const Var& v : read_list) out[n++] = make_access(v.state(), this, AccessKind::read);
+  std::sort(out, out + n,
+            [](const Access& a, const Access& b) { return std::less<>()(a.var, b.var); });
+  std::size_t merged_n = 0;
+  for (std::size_t i = 0; i < n;) {
+    Access merged = out[i];
+    std::size_t j = i + 1;
+    for (; j < n && out[j].var == merged.var; ++j) {
+      merged.kind = merge_kinds(merged.kind, out[j].kind, merged.var, what);
     }
-    acc[n++] = make_access(v, this, kind);
-  };
-  constexpr std::size_t kLinear = 16;
-  if (read_list.size() + write_list.size() <= kLinear) {
-    for (const Var& v : write_list) add(v.state(), write_kind(v));
-    for (const Var& v : read_list) add(v.state(), AccessKind::read);
-  } else {
-    for (const Var& v : write_list) acc[n++] = make_access(v.state(), this, write_kind(v));
-    for (const Var& v : read_list) acc[n++] = make_access(v.state(), this, AccessKind::read);
-    std::sort(acc.begin(), acc.end(), [](const Access& a, const Access& b) {
-      return std::less<>()(a.var, b.var);
-    });
-    std::size_t out = 0;
-    for (std::size_t i = 0; i < n;) {
-      Access merged = acc[i];
-      std::size_t j = i + 1;
-      for (; j < n && acc[j].var == merged.var; ++j) {
-        merged.kind = merge_kinds(merged.kind, acc[j].kind, merged.var, what);
-      }
-      acc[out++] = merged;
-      i = j;
-    }
-    n = out;
+    out[merged_n++] = merged;
+    i = j;
   }
-  acc.shrink(n);
+  return merged_n;
 }
 
 void Op::check_not_deleted() const {
@@ -355,8 +383,8 @@ static_assert(static_cast<int>(AccessMode::reduce) == static_cast<int>(AccessKin
                       static_cast<int>(AccessKind::read_write),
               "observers see an access kind as the AccessMode of the same number");
 
-void Op::observe_push(const std::shared_ptr<Observer>& obs) noexcept {
-  if (!obs || kind == OpKind::wait_to_read) return;
+void Op::observe_push_slow(const std::shared_ptr<Observer>& obs) noexcept {
+  if (kind == OpKind::wait_to_read) return;
   observer = obs;
   observe("on_push", [&](Observer& o) {
     std::vector<VarAccess> accesses;

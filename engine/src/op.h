@@ -35,9 +35,11 @@ struct ReduceLinksDelete {
 // algebra, so only long var lists pay a heap allocation.
 class AccessArray {
  public:
-  void resize(std::size_t n) {
-    if (n > kInline) heap_ = std::make_unique<Access[]>(n);
+  // Room for n accesses (on an empty array); returns the first.
+  Access* resize(std::size_t n) {
+    if (n > kInline) [[unlikely]] heap_ = std::make_unique<Access[]>(n);
     size_ = n;
+    return begin();
   }
   Access* begin() noexcept { return heap_ ? heap_.get() : inline_; }
   Access* end() noexcept { return begin() + size_; }
@@ -60,10 +62,14 @@ class OpSink {
   // Whether the engine's ops hold a reference on each var they access. The threaded
   // engine's do not: a var whose last handle is dropped lives until its queue is idle
   // (var_release), so a push and a finish do not both write the var's reference count.
-  virtual bool ops_reference_vars() const noexcept { return true; }
+  bool ops_reference_vars() const noexcept { return ops_reference_vars_; }
 
  protected:
+  explicit OpSink(bool ops_reference_vars) noexcept : ops_reference_vars_(ops_reference_vars) {}
   ~OpSink() = default;
+
+ private:
+  const bool ops_reference_vars_;
 };
 
 struct Waiter;
@@ -89,7 +95,10 @@ class Op final : public CompletionTarget {
   static void operator delete(void* p) noexcept;
 
   Op(OpSink* sink, OpKind op_kind, PushOptions&& o)
-      : opts(std::move(o)), kind(op_kind), sink_(sink) {}
+      : opts{o.device, o.lane, o.priority, {}}, kind(op_kind), sink_(sink) {
+    // Most pushes are unnamed, and moving even an empty string copies its buffer.
+    if (!o.name.empty()) opts.name = std::move(o.name);
+  }
 
   bool is_async() const noexcept { return kind == OpKind::async_body; }
   // Counts among the ops in flight and in wait_all's epochs (all but wait_to_read's).
@@ -183,7 +192,9 @@ class Op final : public CompletionTarget {
 
   // Observer events, contained: an observer that throws stops receiving this op's events,
   // and its exception goes to observer_error. None of these throws.
-  void observe_push(const std::shared_ptr<Observer>& obs) noexcept;
+  void observe_push(const std::shared_ptr<Observer>& obs) noexcept {
+    if (obs) observe_push_slow(obs);
+  }
   void observe_ready() noexcept {
     if (observer) observe_ready_slow();
   }
@@ -198,10 +209,13 @@ class Op final : public CompletionTarget {
   const OpSink* sink() const noexcept { return sink_; }
 
  private:
-  // set_accesses' merge into `acc`, before any reference is taken; throws merge errors.
-  void merge_accesses(VarList read_list, VarList write_list, const char* what);
+  // set_accesses' merge of long (checked) lists into `out`, which has room for both, through
+  // a sort; returns the number of accesses; throws merge errors.
+  std::size_t merge_sorted(Access* out, VarList read_list, VarList write_list,
+                           const char* what);
   template <class F>
   void observe(const char* event, F&& call) noexcept;
+  void observe_push_slow(const std::shared_ptr<Observer>& obs) noexcept;
   void observe_ready_slow() noexcept;
   void observe_start_slow(int worker) noexcept;
   void observe_end_slow(bool failed, bool skipped) noexcept;

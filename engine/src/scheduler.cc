@@ -120,10 +120,6 @@ class PoolTask {
 
 }  // namespace
 
-int rank(const Op& op) noexcept {
-  return op.opts.lane == Lane::priority ? std::max(op.opts.priority, 1) : op.opts.priority;
-}
-
 Scheduler::Scheduler(int threads, CpuRunner& runner)
     : threads_(threads),
       runner_(runner),

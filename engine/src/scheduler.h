@@ -31,6 +31,7 @@
 // to stop, have returned.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -58,7 +59,9 @@ class CpuRunner {
 };
 
 // The queue an op waits in: its priority, raised to at least 1 on the priority lane.
-int rank(const Op& op) noexcept;
+inline int rank(const Op& op) noexcept {
+  return op.opts.lane == Lane::priority ? std::max(op.opts.priority, 1) : op.opts.priority;
+}
 
 class Scheduler {
  public:

@@ -45,7 +45,7 @@ constexpr std::uint64_t kActive = Accounting::kActive;
 class ThreadedCore final : public EngineCore, public CpuRunner, public GpuLaunchHost {
  public:
   explicit ThreadedCore(const ResolvedOptions& o)
-      : EngineCore(o),
+      : EngineCore(o, /*ops_reference_vars=*/false),
         counts_(o.max_inflight),
         devices_(o.sim_gpus,
                  [this](Op* op, GpuLane& lane) { launch_gpu_op(op, lane, devices_, *this); },
@@ -158,7 +158,6 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuLaunch
   }
 
   std::string_view kind() const noexcept override { return "threaded"; }
-  bool ops_reference_vars() const noexcept override { return false; }
   std::size_t pending() const noexcept override { return counts_.in_flight(); }
 
   void set_observer(std::shared_ptr<Observer> observer) override {
@@ -291,7 +290,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuLaunch
 
   // All-or-nothing: everything that can throw (back-pressure refusal, shutdown refusal, a
   // deleted var) happens before the op changes any state; observers are contained.
-  void submit(OpPtr op, VarState* to_delete) override {
+  void submit(OpPtr&& op, VarState* to_delete) override {
     const bool counted = op->counted();
     Op* running = current_op();
     // A frontend push into a bounded engine reserves its place first, and may wait for it.
@@ -299,10 +298,16 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuLaunch
     const bool reserved = counted && options_.max_inflight != 0 && running == nullptr;
     if (reserved) counts_.reserve([&] { return op->call_name(); });
     std::lock_guard lk(push_mu_);
+    // A run of reduce accesses ends at the first other access to its var (wait_to_read's
+    // and delete_var's included): its combining op goes first (below).
+    bool ends_reductions = false;
     try {
       check_admission(counts_.stage(), *op, to_delete != nullptr, owns(running));
-      op->check_not_deleted();
-      check_reductions(*op);
+      for (const Access& a : op->acc) {
+        if (a.var->deleted) [[unlikely]] op->check_not_deleted();  // throws, naming the first
+        ends_reductions |= a.var->reduction_open && a.kind != AccessKind::reduce;
+      }
+      if (op->has_reduce) check_reductions(*op);
     } catch (...) {
       if (reserved) counts_.retire(nullptr, 0 - Accounting::kOneActive);
       throw;
@@ -311,10 +316,10 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuLaunch
     if (op->opts.device.is_gpu()) {
       for (Access& a : op->acc) a.var->gpu_pushed = true;
     }
-    // A run of reduce accesses ends at the first other access to its var (wait_to_read's
-    // and delete_var's included): its combining op goes first.
-    for (Access& a : op->acc) {
-      if (a.var->reduction_open && a.kind != AccessKind::reduce) combine_reduction(a.var);
+    if (ends_reductions) [[unlikely]] {
+      for (Access& a : op->acc) {
+        if (a.var->reduction_open && a.kind != AccessKind::reduce) combine_reduction(a.var);
+      }
     }
     link_reductions(*op, true, [&](VarState* v) {
       var_add_ref(v);
@@ -383,7 +388,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuLaunch
   // Registers and grants a checked op, dispatching it when every access was granted. Call
   // under the push lock.
   // `running`: the op the pushing thread runs, if any (current_op()).
-  void enqueue(OpPtr op, bool counted, bool reserved, const Op* running) {
+  void enqueue(OpPtr&& op, bool counted, bool reserved, const Op* running) {
     op->seq = next_seq_++;
     op->stamp_versions();
     op->observe_push(observer_);
