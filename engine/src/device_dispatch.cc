@@ -35,9 +35,8 @@ GpuLane& DeviceDispatch::lane_for(Device d, Lane lane) {
   });
 }
 
-bool DeviceDispatch::await_inputs(Op* op, Failure& failure) {
-  // An engine without GPUs never has device state: CPU ops skip the scan of their vars.
-  if (!any() || !has_gpu_state(*op)) return false;
+bool DeviceDispatch::await_device_inputs(Op* op, Failure& failure) {
+  if (!has_gpu_state(*op)) return false;
   std::vector<GpuSyncPtr> pending;
   for (;;) {
     pending.clear();

@@ -64,12 +64,17 @@ class DeviceDispatch {
   // flight is parked until that work completes, then handed to `redispatch` from the
   // completion thread: returns true. Else `failure` gets the failure its vars carry (when
   // any GPU op used them) and the vars it writes forget their stream ops.
-  bool await_inputs(Op* op, Failure& failure);
+  bool await_inputs(Op* op, Failure& failure) {
+    // An engine without GPUs never has device state: CPU ops skip the scan of their vars.
+    return any() && await_device_inputs(op, failure);
+  }
 
   // Stops the lanes (their queued launches run first), then the event pools and the backend.
   void stop();
 
  private:
+  bool await_device_inputs(Op* op, Failure& failure);
+
   const RunOnLane run_;
   const Redispatch redispatch_;
   std::unique_ptr<DeviceBackend> backend_;

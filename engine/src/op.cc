@@ -140,20 +140,16 @@ OpPtr make_delete_op(OpSink* sink, const Var& v, std::function<void()> on_delete
                  OpKind::delete_var, PushOptions{.name = "delete_var"}, {}, {v}, owner);
 }
 
-void Op::set_body(const BodyBuilder& body) {
-  const bool fits = body.size <= kBodyInline && body.align <= alignof(std::max_align_t);
-  void* storage = fits ? static_cast<void*>(body_storage_)
-                       : ::operator new(body.size, std::align_val_t(body.align));
+void Op::set_heap_body(const BodyBuilder& body) {
+  void* storage = ::operator new(body.size, std::align_val_t(body.align));
   try {
     fn = body.build(storage, body.callable);
   } catch (...) {
-    if (!fits) ::operator delete(storage, std::align_val_t(body.align));
+    ::operator delete(storage, std::align_val_t(body.align));
     throw;
   }
-  if (!fits) {
-    heap_body_ = storage;
-    heap_body_align_ = body.align;
-  }
+  heap_body_ = storage;
+  heap_body_align_ = body.align;
 }
 
 Op::~Op() {
@@ -340,9 +336,11 @@ bool Op::write_failures_differ(const Failure& failure) noexcept {
 
 void Op::set_write_failures(const Failure& failure) noexcept {
   for (Access& a : acc) {
-    if (sets_failure(a.kind) || (merges_failure(a.kind) && a.var->failure.comes_after(failure))) {
-      a.var->failure = failure;
-    }
+    Failure& held = a.var->failure;
+    // Success over success, the usual case, changes nothing (and copies no exception_ptr).
+    const bool changes = sets_failure(a.kind) ? failure || held
+                                              : merges_failure(a.kind) && held.comes_after(failure);
+    if (changes) held = failure;
   }
 }
 

@@ -105,7 +105,13 @@ class Op final : public CompletionTarget {
   bool counted() const noexcept { return kind != OpKind::wait_to_read; }
 
   // Builds the body into the op's own storage when it fits, else on the heap.
-  void set_body(const BodyBuilder& body);
+  void set_body(const BodyBuilder& body) {
+    if (body.size <= kBodyInline && body.align <= alignof(std::max_align_t)) [[likely]] {
+      fn = body.build(body_storage_, body.callable);
+    } else {
+      set_heap_body(body);
+    }
+  }
 
   // Fills `acc` from the lists: duplicates merged, a var in both lists read_write (commute
   // with a read stays commute), a reference taken on each var if the engine's ops hold them
@@ -213,6 +219,7 @@ class Op final : public CompletionTarget {
   // a sort; returns the number of accesses; throws merge errors.
   std::size_t merge_sorted(Access* out, VarList read_list, VarList write_list,
                            const char* what);
+  void set_heap_body(const BodyBuilder& body);
   template <class F>
   void observe(const char* event, F&& call) noexcept;
   void observe_push_slow(const std::shared_ptr<Observer>& obs) noexcept;

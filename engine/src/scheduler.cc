@@ -159,6 +159,9 @@ void Scheduler::submit(Op* op) {
     low_size_.fetch_add(1, std::memory_order_release);
   }
   normal_.queued.fetch_add(1, std::memory_order_seq_cst);
+  // A lingering drain task will take the op (see wait_for_work()): the common case, checked
+  // here on the line the op was just queued on.
+  if (normal_.lingering.load(std::memory_order_seq_cst) > 0) return;
   spawn_drainer_if_needed();
 }
 

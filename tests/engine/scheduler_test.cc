@@ -180,10 +180,11 @@ TEST(SchedulerWakeUp, ABurstOfSubmitsWakesEachParkedTaskOnce) {
   // Two drain tasks started (each runs one op, both held until released), then parked. A
   // task parks for kPark (2 ms) and then leaves the pool: on a loaded machine this thread
   // may not look within that window, so the pair is started again until both are seen
-  // parked at once.
+  // parked at once (an attempt takes about kPark: 500 of them wait up to a second, for a
+  // machine busy enough that 50 were missed under ctest -j2).
   int held = 0;
   bool both_parked = false;
-  for (int attempt = 0; attempt < 50 && !both_parked; ++attempt) {
+  for (int attempt = 0; attempt < 500 && !both_parked; ++attempt) {
     runner.open = false;
     sched.submit(make());
     sched.submit(make());
