@@ -31,11 +31,6 @@ void note_fork_in_child() noexcept {
                        std::memory_order_relaxed);
 }
 
-bool& in_observer() noexcept {
-  DEPENGINE_HOT_TLS thread_local bool in = false;
-  return in;
-}
-
 std::string describe(const std::exception_ptr& e) {
   try {
     std::rethrow_exception(e);
@@ -100,16 +95,9 @@ std::exception_ptr observer_failure(const char* event, const std::string& op_nam
   }
 }
 
-void check_not_in_observer(const char* what) {
-  if (in_observer()) {
-    throw Error(std::string(what) +
-                " called from inside an Observer callback; observers must not call the engine");
-  }
-}
-
-Op*& current_op() noexcept {
-  DEPENGINE_HOT_TLS thread_local Op* op = nullptr;
-  return op;
+void refuse_in_observer(const char* what) {
+  throw Error(std::string(what) +
+              " called from inside an Observer callback; observers must not call the engine");
 }
 
 void check_not_in_op(const char* what) {

@@ -256,7 +256,10 @@ OpPtr make_delete_op(OpSink* sink, const Var& v, std::function<void()> on_delete
                      std::uint64_t owner);
 
 // The op that the current thread is running (for wait-inside-op and back-pressure).
-Op*& current_op() noexcept;
+inline Op*& current_op() noexcept {
+  DEPENGINE_HOT_TLS thread_local Op* op = nullptr;
+  return op;
+}
 
 // Sets current_op for a scope.
 class CurrentOpScope {
@@ -273,9 +276,18 @@ class CurrentOpScope {
 // Throws Error if called from inside a running operation.
 void check_not_in_op(const char* what);
 
+// True while the calling thread is inside an observer's callback (ObserverScope).
+inline bool& in_observer() noexcept {
+  DEPENGINE_HOT_TLS thread_local bool in = false;
+  return in;
+}
+[[noreturn, gnu::cold]] void refuse_in_observer(const char* what);
+
 // Throws Error if called from inside an observer's callback: it runs under engine locks, so
 // pushing or waiting there would deadlock.
-void check_not_in_observer(const char* what);
+inline void check_not_in_observer(const char* what) {
+  if (in_observer()) [[unlikely]] refuse_in_observer(what);
+}
 
 // Marks the calling thread as inside an observer callback for a scope.
 class ObserverScope {
