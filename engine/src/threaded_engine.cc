@@ -525,7 +525,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuLaunch
     op->observe_end(static_cast<bool>(failure), failure && !original);
     op->set_write_failures(failure);  // commute vars' while still holding them
     release_commute(op, [this](Op* parked) { redispatch(parked); });
-    fail_reductions(*op, failure);
+    if (op->reductions) fail_reductions(*op, failure);
     if (original && failure) record_failure(op->seq, failure.error);
     if (op->observer_error) record_failure(op->seq, std::exchange(op->observer_error, nullptr));
     failure = Failure{};
