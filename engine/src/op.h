@@ -94,10 +94,14 @@ class Op final : public CompletionTarget {
   static void* operator new(std::size_t size);
   static void operator delete(void* p) noexcept;
 
-  Op(OpSink* sink, OpKind op_kind, PushOptions&& o)
-      : opts{o.device, o.lane, o.priority, {}}, kind(op_kind), sink_(sink) {
-    // Most pushes are unnamed, and moving even an empty string copies its buffer.
-    if (!o.name.empty()) opts.name = std::move(o.name);
+  Op(OpSink* sink, OpKind op_kind, PushOptions&& o) : kind(op_kind), sink_(sink) {
+    // Field by field (a field added to PushOptions fails to compile here): most pushes are
+    // unnamed, and moving even an empty string copies its buffer.
+    auto& [device, lane, priority, name] = o;
+    opts.device = device;
+    opts.lane = lane;
+    opts.priority = priority;
+    if (!name.empty()) opts.name = std::move(name);
   }
 
   bool is_async() const noexcept { return kind == OpKind::async_body; }
