@@ -521,6 +521,41 @@ TEST_P(Contract, P8_DuplicateVarsAreMerged) {
   EXPECT_EQ(av, 12);
 }
 
+// The same merge for lists longer than 16 vars (merged through a sort): duplicates count once,
+// a var in both lists is one read-write access, and the ordering follows.
+TEST_P(Contract, P8_LongListsAreMergedLikeShortOnes) {
+  constexpr int kVars = 24;
+  std::vector<Var> vars;
+  for (int i = 0; i < kVars; ++i) vars.push_back(e_->new_var());
+  std::vector<long> value(kVars, 1);
+  // Reads every var twice and writes three of them (also read): each op sums all into its
+  // writes, so the result depends on every op seeing the one before it.
+  for (int step = 0; step < 20; ++step) {
+    std::vector<Var> reads = vars;
+    reads.insert(reads.end(), vars.begin(), vars.end());
+    const int w0 = step % kVars, w1 = (step * 7 + 3) % kVars, w2 = (step * 5 + 11) % kVars;
+    std::vector<Var> writes = {vars[w0], vars[w1], vars[w0], vars[w2]};
+    e_->push([&value, w0, w1, w2] {
+      long sum = 0;
+      for (long v : value) sum = (sum + v) % 1000003;
+      value[w0] = (value[w0] + sum) % 1000003;
+      value[w1] = (value[w1] * 3 + sum) % 1000003;
+      value[w2] = (value[w2] * 5 + sum) % 1000003;
+    }, reads, writes);
+  }
+  e_->wait_all();
+  std::vector<long> expect(kVars, 1);
+  for (int step = 0; step < 20; ++step) {
+    const int w0 = step % kVars, w1 = (step * 7 + 3) % kVars, w2 = (step * 5 + 11) % kVars;
+    long sum = 0;
+    for (long v : expect) sum = (sum + v) % 1000003;
+    expect[w0] = (expect[w0] + sum) % 1000003;
+    expect[w1] = (expect[w1] * 3 + sum) % 1000003;
+    expect[w2] = (expect[w2] * 5 + sum) % 1000003;
+  }
+  EXPECT_EQ(value, expect);
+}
+
 // Async ops: completed from another thread, ordered like sync ops, failures reported.
 TEST_P(Contract, AsyncOpCompletedFromAnotherThread) {
   Var a = e_->new_var(), b = e_->new_var();

@@ -6,6 +6,7 @@
 #include <functional>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "test_util.h"
 
@@ -80,6 +81,33 @@ TEST_P(Misuse, VarOfAnotherEngine) {
   auto other = Engine::create("naive");
   Var foreign = other->new_var();
   expect_error([&] { e_->push([] {}, {foreign}, {}); }, "another engine");
+}
+
+// Lists longer than the linear merge handles (16 vars) are checked in full before they are
+// merged through a sort: a bad var anywhere is refused by name and nothing is pushed.
+TEST_P(Misuse, BadVarInALongListIsRefusedAndNothingIsPushed) {
+  std::vector<Var> vars;
+  for (int i = 0; i < 20; ++i) vars.push_back(e_->new_var());
+  std::atomic<int> ran{0};
+  auto with = [&](std::size_t at, Var bad) {
+    std::vector<Var> list = vars;
+    list[at] = bad;
+    return list;
+  };
+  auto other = Engine::create("naive");
+  expect_error([&] { e_->push([&] { ++ran; }, with(18, Var{}), {vars[0]}); }, "null Var");
+  expect_error([&] { e_->push([&] { ++ran; }, {vars[1]}, with(19, other->new_var())); },
+               "another engine");
+  expect_error([&] { e_->push([&] { ++ran; }, with(17, commute(vars[3])), {vars[0]}); },
+               "in the reads list");
+  // reduce(v) beside another access to v, found only by the merge.
+  expect_error([&] { e_->push([&] { ++ran; }, vars, {reduce(vars[5])}); }, "listed as reduce()");
+  e_->wait_all();
+  EXPECT_EQ(ran.load(), 0);
+  // The vars were left as they were: an op on all of them runs.
+  e_->push([&] { ++ran; }, vars, {vars[0], vars[19]});
+  e_->wait_all();
+  EXPECT_EQ(ran.load(), 1);
 }
 
 TEST_P(Misuse, UnknownGpuDevice) {
