@@ -234,6 +234,13 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuLaunch
     if (Failure up = input_failure(*op, std::move(device_failure))) {
       return finish(op, std::move(up), {.continuation = true});
     }
+    // The vars' lines are here now (their failures were read). Their first waiting accesses,
+    // which this op's release will most likely grant, live in other ops' records that the
+    // pushing thread wrote: asked for now, they come over while the body runs, not inside
+    // the release's critical section.
+    for (const Access& a : op->acc) {
+      if (Access* next = a.var->queue.head()) __builtin_prefetch(next, 0, 3);
+    }
     op->observe_start(worker);
     RunContext ctx{Device::cpu(), op->opts.lane, worker, nullptr};
     if (op->is_async()) {

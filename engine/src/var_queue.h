@@ -7,6 +7,7 @@
 // `lock`.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <type_traits>
 
@@ -91,13 +92,19 @@ struct VarQueue {
   bool delete_pending = false;
   int running_reads = 0;
   int group_running = 0;  // granted accesses of the current commute or reduce run
-  Access* head = nullptr;  // first waiting (not yet granted) access
+  // The first waiting (not yet granted) access. Changed under `lock`; atomic (relaxed: plain
+  // loads and stores on x86) so that a running op may read it without the lock, as a hint of
+  // what its release will grant (ThreadedCore::run_cpu).
+  std::atomic<Access*> head_{nullptr};
   Access* tail = nullptr;
   Op* parked = nullptr;
 
+  // Under `lock`; without it, a hint that may be stale or null at any time (only prefetched).
+  Access* head() const noexcept { return head_.load(std::memory_order_relaxed); }
+
   // No access granted, waiting or parked on the var.
   bool idle() const noexcept {
-    return !write_active && running_reads == 0 && group_running == 0 && !head &&
+    return !write_active && running_reads == 0 && group_running == 0 && !head() &&
            !commute_held && !parked;
   }
   // Grants `a` at once if nothing conflicts (true), else queues it (false).
@@ -119,17 +126,17 @@ struct VarQueue {
     DEPENGINE_INVARIANT((write_active ? 1 : 0) + (running_reads > 0 ? 1 : 0) +
                                 (group_running > 0 ? 1 : 0) <= 1,
                         "a var has accesses of different kinds granted together");
-    DEPENGINE_INVARIANT((head == nullptr) == (tail == nullptr), "a var queue's ends disagree");
-    DEPENGINE_INVARIANT(head == nullptr || write_active || running_reads > 0 || group_running > 0,
+    DEPENGINE_INVARIANT((head() == nullptr) == (tail == nullptr), "a var queue's ends disagree");
+    DEPENGINE_INVARIANT(head() == nullptr || write_active || running_reads > 0 || group_running > 0,
                         "a var queue waits behind nothing granted");
-    DEPENGINE_INVARIANT(head == nullptr || head_kind == head->kind,
+    DEPENGINE_INVARIANT(head() == nullptr || head_kind == head()->kind,
                         "a var queue's cached head kind disagrees with its head");
   }
 };
 
 inline bool VarQueue::grant_or_enqueue(Access& a) noexcept {
   check();
-  if (!head && !write_active) {
+  if (!head() && !write_active) {
     if (grouped(a.kind)) {
       if (running_reads == 0 && (group_running == 0 || group_kind == a.kind)) {
         group_kind = a.kind;
@@ -152,7 +159,7 @@ inline bool VarQueue::grant_or_enqueue(Access& a) noexcept {
     tail->next = &a;
     tail->next_kind = a.kind;
   } else {
-    head = &a;
+    head_.store(&a, std::memory_order_relaxed);
     head_kind = a.kind;
   }
   tail = &a;
@@ -160,9 +167,9 @@ inline bool VarQueue::grant_or_enqueue(Access& a) noexcept {
 }
 
 inline Access* VarQueue::pop() noexcept {
-  Access* a = head;
-  head = a->next;
-  if (head) {
+  Access* a = head();
+  head_.store(a->next, std::memory_order_relaxed);
+  if (a->next) {
     head_kind = a->next_kind;
   } else {
     tail = nullptr;
@@ -172,11 +179,11 @@ inline Access* VarQueue::pop() noexcept {
 
 template <class Grant>
 void VarQueue::grant_head(Grant&& grant) noexcept {
-  if (!head) return;
+  if (!head()) return;
   const AccessKind k = head_kind;
   if (grouped(k)) {
     group_kind = k;
-    while (head && head_kind == k) {
+    while (head() && head_kind == k) {
       ++group_running;
       grant(pop());
     }
@@ -184,7 +191,7 @@ void VarQueue::grant_head(Grant&& grant) noexcept {
     write_active = true;
     grant(pop());
   } else {
-    while (head && head_kind == AccessKind::read) {
+    while (head() && head_kind == AccessKind::read) {
       ++running_reads;
       grant(pop());
     }

@@ -8,10 +8,12 @@
 namespace depengine::detail {
 namespace {
 
+Access access(AccessKind kind) { return make_access(nullptr, nullptr, kind); }
+
 TEST(VarQueue, GrantsReadsTogetherAndAWriteAlone) {
   VarQueue q;
-  Access r1{.kind = AccessKind::read}, r2{.kind = AccessKind::read};
-  Access w{.kind = AccessKind::write}, r3{.kind = AccessKind::read};
+  Access r1 = access(AccessKind::read), r2 = access(AccessKind::read);
+  Access w = access(AccessKind::write), r3 = access(AccessKind::read);
   EXPECT_TRUE(q.grant_or_enqueue(r1));
   EXPECT_TRUE(q.grant_or_enqueue(r2));
   EXPECT_FALSE(q.grant_or_enqueue(w));   // waits for both reads
@@ -32,9 +34,9 @@ TEST(VarQueue, GrantsReadsTogetherAndAWriteAlone) {
 // whole run; a run keeps growing while nothing waits behind it.
 TEST(VarQueue, GrantsARunOfCommuteOrReduceAccessesTogether) {
   VarQueue q;
-  Access w{.kind = AccessKind::write}, c1{.kind = AccessKind::commute},
-      c2{.kind = AccessKind::commute}, red{.kind = AccessKind::reduce},
-      c3{.kind = AccessKind::commute}, r{.kind = AccessKind::read};
+  Access w = access(AccessKind::write), c1 = access(AccessKind::commute),
+      c2 = access(AccessKind::commute), red = access(AccessKind::reduce),
+      c3 = access(AccessKind::commute), r = access(AccessKind::read);
   EXPECT_TRUE(q.grant_or_enqueue(w));
   EXPECT_FALSE(q.grant_or_enqueue(c1));
   EXPECT_FALSE(q.grant_or_enqueue(c2));
@@ -74,7 +76,7 @@ TEST(VarQueueDeathTest, ReleasingAWriteThatWasNotGrantedAborts) {
   EXPECT_DEATH(
       {
         VarQueue q;
-        Access r{.kind = AccessKind::read};
+        Access r = access(AccessKind::read);
         q.grant_or_enqueue(r);
         q.release(AccessKind::write);
       },
