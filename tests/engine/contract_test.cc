@@ -477,7 +477,9 @@ TEST_P(Contract, P6_FreeingDeleteAfterAReplayRunsOnceTheReplayIsDone) {
   e_->replay(seg);
   int at_delete = -1;
   e_->delete_var(v, [&] { at_delete = writes.load(); }, {.frees_memory_only = true});
-  if (threaded()) EXPECT_EQ(e_->pending(), 1u);
+  if (threaded()) {
+    EXPECT_EQ(e_->pending(), 1u);
+  }
   release = true;
   e_->wait_all();
   EXPECT_EQ(at_delete, 2);
