@@ -192,9 +192,7 @@ AccessKind merge_kinds(AccessKind a, AccessKind b, const VarState* v, const char
   }
   return AccessKind::read_write;
 }
-}  // namespace
 
-namespace {
 // Throws the Error for an access that check_access refused.
 [[noreturn, gnu::cold]] void refuse_access(const Var& v, AccessKind k, std::uint64_t owner,
                                            const char* what) {

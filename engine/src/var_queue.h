@@ -168,8 +168,9 @@ inline bool VarQueue::grant_or_enqueue(Access& a) noexcept {
 
 inline Access* VarQueue::pop() noexcept {
   Access* a = head();
-  head_.store(a->next, std::memory_order_relaxed);
-  if (a->next) {
+  Access* next = a->next;
+  head_.store(next, std::memory_order_relaxed);
+  if (next) {
     head_kind = a->next_kind;
   } else {
     tail = nullptr;
