@@ -4,7 +4,7 @@ DataLoader's gather op), against the step's compute.
 
 Runs `--epochs` epochs of the same loop as mlp_gluon.py (the same calls in the same order:
 DataLoader, autograd.record() around net(X) and the loss, l.backward(), trainer.step, the
-epoch's loss and accuracy sums, the wait for the loss two steps back), with each phase
+epoch's loss and accuracy metrics, the wait for the loss two steps back), with each phase
 bracketed by time.thread_time_ns() (this thread's CPU) and perf_counter_ns() (wall). Prints
 per phase: µs of Python-thread CPU and of wall per step; then the CPU of every thread of the
 process per step (from /proc/self/task: the main thread, the engine's workers, the wait
@@ -86,7 +86,32 @@ def setup(a):
     return net, loss_fn, trainer, loader
 
 
-def epoch_timed(net, loss_fn, trainer, loader):
+class Metrics:
+    """The epoch's loss and accuracy: gluon.metric's Loss and Accuracy (one op each per step,
+    as mlp_gluon.py), or `composed` of np ops as before gluon.metric (6 ops per step)."""
+
+    def __init__(self, composed):
+        self.composed = composed
+        if composed:
+            self.loss_sum, self.correct = np.zeros((1,)), np.zeros((1,))
+        else:
+            self.loss, self.acc = gluon.metric.Loss(), gluon.metric.Accuracy()
+
+    def update(self, l, z, y):
+        if self.composed:
+            self.loss_sum += l.sum()
+            self.correct += (z.argmax(axis=1) == y).sum()
+        else:
+            self.loss.update(None, l)
+            self.acc.update(y, z)
+
+    def get(self):
+        if self.composed:
+            return self.loss_sum.item(), self.correct.item()
+        return self.loss.get()[1], self.acc.get()[1]
+
+
+def epoch_timed(net, loss_fn, trainer, loader, composed):
     """One epoch of mlp_gluon.py's loop; returns ({phase: [[cpu ns per step], [wall ns per
     step]]}, steps)."""
     cost = {p: [[], []] for p in PHASES}
@@ -98,8 +123,7 @@ def epoch_timed(net, loss_fn, trainer, loader):
         cost[phase][1].append(w1 - w0)
         return c1, w1
 
-    loss_sum = np.zeros((1,))
-    correct = np.zeros((1,))
+    metrics = Metrics(composed)
     pending = collections.deque()
     steps = 0
     it = iter(loader)
@@ -115,22 +139,20 @@ def epoch_timed(net, loss_fn, trainer, loader):
         c, w = mark("backward", c, w)
         trainer.step(X.shape[0])
         c, w = mark("trainer.step", c, w)
-        loss_sum += l.sum()
-        correct += (z.argmax(axis=1) == y).sum()
+        metrics.update(l, z, y)
         pending.append(l)
         c, w = mark("metrics", c, w)
         if len(pending) > 2:
             pending.popleft().wait_to_read()
         c, w = mark("wait", c, w)
         steps += 1
-    loss_sum.item(), correct.item()
+    metrics.get()
     npx.waitall()
     return cost, steps
 
 
-def epoch_plain(net, loss_fn, trainer, loader):
-    loss_sum = np.zeros((1,))
-    correct = np.zeros((1,))
+def epoch_plain(net, loss_fn, trainer, loader, composed):
+    metrics = Metrics(composed)
     pending = collections.deque()
     for X, y in loader:
         with autograd.record():
@@ -138,12 +160,11 @@ def epoch_plain(net, loss_fn, trainer, loader):
             l = loss_fn(z, y)
         l.backward()
         trainer.step(X.shape[0])
-        loss_sum += l.sum()
-        correct += (z.argmax(axis=1) == y).sum()
+        metrics.update(l, z, y)
         pending.append(l)
         if len(pending) > 2:
             pending.popleft().wait_to_read()
-    loss_sum.item(), correct.item()
+    metrics.get()
     npx.waitall()
 
 
@@ -154,6 +175,9 @@ def main():
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
     p.add_argument("--cprofile", action="store_true")
+    p.add_argument("--composed-metrics", action="store_true",
+                   help="the epoch's loss and accuracy summed with np ops (6 per step), as "
+                        "before gluon.metric")
     p.add_argument("--hybridize", action="store_true",
                    help="the net as a HybridSequential, hybridized (mlp_gluon.py's is not)")
     a = p.parse_args()
@@ -161,7 +185,7 @@ def main():
     engine = de.engine()
     print(f"engine {engine.kind}, {engine.cpu_threads} CPU workers, {os.cpu_count()} cores, "
           f"batch {a.batch}, load average {os.getloadavg()[0]:.2f}")
-    epoch_plain(net, loss_fn, trainer, loader)  # warm-up
+    epoch_plain(net, loss_fn, trainer, loader, a.composed_metrics)  # warm-up
 
     total = {ph: [[], []] for ph in PHASES}
     steps = 0
@@ -170,7 +194,7 @@ def main():
     main_tid = threading_native_id()
     for _ in range(a.epochs):
         t0 = time.perf_counter()
-        cost, n = epoch_timed(net, loss_fn, trainer, loader)
+        cost, n = epoch_timed(net, loss_fn, trainer, loader, a.composed_metrics)
         secs += time.perf_counter() - t0
         steps += n
         for ph in PHASES:
@@ -201,7 +225,7 @@ def main():
     print(f"(CPU seconds from /proc at {os.sysconf('SC_CLK_TCK')} Hz ticks)")
 
     with de.profile(engine) as prof:
-        epoch_plain(net, loss_fn, trainer, loader)
+        epoch_plain(net, loss_fn, trainer, loader, a.composed_metrics)
     summary = prof.summary()
     n = len(loader)
     ops = int(re.search(r"^profile: (\d+) ops", summary, re.M).group(1))
@@ -219,7 +243,7 @@ def main():
     if a.cprofile:
         pr = cProfile.Profile()
         pr.enable()
-        epoch_plain(net, loss_fn, trainer, loader)
+        epoch_plain(net, loss_fn, trainer, loader, a.composed_metrics)
         pr.disable()
         pstats.Stats(pr).sort_stats("tottime").print_stats(25)
 

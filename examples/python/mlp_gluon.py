@@ -3,7 +3,8 @@
 times 0.8 per epoch, batch 256) written with depengine.gluon, as an MXNet Gluon user would:
 nn.Sequential of nn.Dense, gluon.loss.SoftmaxCrossEntropyLoss, autograd.record(),
 l.backward(), gluon.Trainer('sgd').step(), DataLoader over an ArrayDataset with ToTensor and
-Normalize (each batch one engine op on the copy lane).
+Normalize (each batch one engine op on the copy lane), gluon.metric's Loss and Accuracy
+(one op per update, read at the epoch's end).
 
     python examples/python/mlp_gluon.py [--epochs 3] [--batch 256] [--lr 0.1] [--seed 42]
 
@@ -98,8 +99,7 @@ def main():
         trainer.set_learning_rate(a.lr * a.lr_decay ** epoch)
         with de.profile(engine) as prof:
             t0 = time.perf_counter()
-            loss_sum = np.zeros((1,))
-            correct = np.zeros((1,))
+            train_loss, train_acc = gluon.metric.Loss(), gluon.metric.Accuracy()
             pending = collections.deque()
             for X, y in loader:
                 with autograd.record():
@@ -107,16 +107,16 @@ def main():
                     l = loss_fn(z, y)
                 l.backward()
                 trainer.step(X.shape[0])
-                loss_sum += l.sum()
-                correct += (z.argmax(axis=1) == y).sum()
+                train_loss.update(None, l)  # one op each, no blocker: the totals are
+                train_acc.update(y, z)      # engine arrays, read at the epoch's end
                 pending.append(l)
                 if len(pending) > 2:
                     pending.popleft().wait_to_read()
-            loss_total, correct_total = loss_sum.item(), correct.item()
+            loss_mean, accuracy = train_loss.get()[1], train_acc.get()[1]
             npx.waitall()  # the last updates
             secs = time.perf_counter() - t0
         test_acc = (net(xte_nd).argmax(axis=1) == yte_nd).mean().item()
-        print(f"{epoch + 1:5d} {loss_total / n:8.4f} {100 * correct_total / n:8.2f}% "
+        print(f"{epoch + 1:5d} {loss_mean:8.4f} {100 * accuracy:8.2f}% "
               f"{100 * test_acc:8.2f}% {n / secs:10.0f} {secs:10.2f} "
               f"{compute_busy(prof.summary()):8.1f}%", flush=True)
 

@@ -221,4 +221,43 @@ NDArray count_correct(const NDArray& logits, const NDArray& labels) {
   return out;
 }
 
+namespace {
+
+Chunk& require_total(NDArray& total, const char* op) {
+  Chunk& c = require(total, op);
+  if (total.size() != 1) {
+    throw Error(std::string(op) + ": the total must hold one element, not be of shape " +
+                shape_str(total.shape()));
+  }
+  return c;
+}
+
+}  // namespace
+
+void add_count_correct(NDArray& total, const NDArray& logits, const NDArray& labels) {
+  const char* op = "add_count_correct";
+  Chunk& ct = require_total(total, op);
+  const auto [cz, cy, e, m, n] = logits_labels(logits, labels, op);
+  if (ct.engine != &e) throw Error(std::string(op) + ": the arrays live on different engines");
+  autograd::detail::in_place(total, {&logits, &labels}, op);
+  const float* pz = cz.data;
+  const float* py = cy.data;
+  float* pt = ct.data;
+  e.push([=](const RunContext& ctx) { ops::cpu::add_count_correct(ctx, pz, py, m, n, pt); },
+         {cz.var, cy.var}, {ct.var}, {.name = op});
+}
+
+void add_sum(NDArray& total, const NDArray& x) {
+  const char* op = "add_sum";
+  Chunk& ct = require_total(total, op);
+  Chunk& cx = require(x, op);
+  Engine& e = same_engine(ct, cx, op);
+  autograd::detail::in_place(total, {&x}, op);
+  const float* px = cx.data;
+  float* pt = ct.data;
+  const std::size_t n = x.size();
+  e.push([=](const RunContext& ctx) { ops::cpu::add_sum(ctx, px, n, pt); }, {cx.var}, {ct.var},
+         {.name = op});
+}
+
 }  // namespace depengine::nd

@@ -5,6 +5,7 @@
 // Python thread, per layer and step).
 #include "binding.h"
 #include "depengine/layer_ops.h"
+#include "depengine/nn.h"
 
 namespace depengine::python {
 namespace {
@@ -36,6 +37,31 @@ void bind_gluon_ops(nb::module_& m) {
         "logits"_a, "labels"_a, "from_logits"_a = false,
         "Per-row -log softmax(logits)[label], shape (rows,); a label out of range fails at the "
         "blocker. None when an array is not on the CPU.");
+  // gluon.metric's running totals: one op per update and no blocker.
+  g.def("add_count_correct",
+        [](NDArray& total, const NDArray& logits, const NDArray& labels) {
+          if (!on_cpu(total) || !on_cpu(logits) || !on_cpu(labels)) return false;
+          frontend_call(total.engine(), [&] {
+            nd::add_count_correct(total, logits, labels);
+            return 0;
+          });
+          return true;
+        },
+        "total"_a, "logits"_a, "labels"_a,
+        "total += the number of rows of logits (m, n) whose argmax equals labels (m,), in place "
+        "(one op). False, and nothing pushed, when an array is not on the CPU.");
+  g.def("add_sum",
+        [](NDArray& total, const NDArray& x) {
+          if (!on_cpu(total) || !on_cpu(x)) return false;
+          frontend_call(total.engine(), [&] {
+            nd::add_sum(total, x);
+            return 0;
+          });
+          return true;
+        },
+        "total"_a, "x"_a,
+        "total += the sum of x's elements (in double, in index order), in place (one op). False, "
+        "and nothing pushed, when an array is not on the CPU.");
 }
 
 }  // namespace depengine::python

@@ -192,6 +192,26 @@ TEST_F(GradTest, CountCorrectTakesTheFirstMaximum) {
   EXPECT_EQ(nd::count_correct(z, nd::array(std::vector<float>{2, 1, 2}, {3})).item(), 0.0f);
 }
 
+TEST_F(GradTest, MetricTotalsAccumulateInPlace) {
+  const NDArray z = nd::array(std::vector<float>{1, 3, 3, 0, 0, -1, 2, 2, 2}, {3, 3});
+  NDArray correct = nd::zeros({1});
+  nd::add_count_correct(correct, z, nd::array(std::vector<float>{1, 0, 0}, {3}));
+  nd::add_count_correct(correct, z, nd::array(std::vector<float>{1, 1, 2}, {3}));
+  EXPECT_EQ(correct.item(), 4.0f);
+  NDArray total = nd::full({}, 0.5f);
+  nd::add_sum(total, z);
+  nd::add_sum(total, nd::array(std::vector<float>{0.25f, 0.25f}, {2}));
+  EXPECT_EQ(total.item(), 0.5f + 12.0f + 0.5f);
+  // A total read as its own input: one op reads and writes the var (1 + 1).
+  NDArray self = nd::ones({1});
+  nd::add_sum(self, self);
+  EXPECT_EQ(self.item(), 2.0f);
+  NDArray nine = z;
+  EXPECT_THROW(nd::add_sum(nine, z), Error);  // a total of 9 elements
+  EXPECT_THROW(nd::add_count_correct(correct, z, nd::zeros({2})), Error);
+  EXPECT_EQ(correct.item(), 4.0f);  // nothing pushed by the refused calls
+}
+
 // Which hidden units of the MLP are active for each example: a central difference is only
 // valid when both perturbed points have the same pattern (no ReLU kink between them).
 std::vector<bool> relu_pattern(const fashion_mnist::Model& model, const NDArray& x) {

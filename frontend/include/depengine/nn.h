@@ -50,6 +50,14 @@ void sgd_update(NDArray& w, const NDArray& grad, float lr, float weight_decay = 
 // 0-d: how many rows of the (m, n) `logits` have their argmax equal to `labels` (m,).
 NDArray count_correct(const NDArray& logits, const NDArray& labels);
 
+// A metric's running totals, each updated in place by one op (gluon.metric's Accuracy and
+// Loss push these, so an update costs the frontend one push and no blocker). `total` is a
+// CPU float array of one element; it is read and written, never recorded by autograd.
+// total += count_correct(logits, labels):
+void add_count_correct(NDArray& total, const NDArray& logits, const NDArray& labels);
+// total += the sum of every element of x (summed in double, in index order):
+void add_sum(NDArray& total, const NDArray& x);
+
 // ===== Convolutional networks ==============================================================
 //
 // Convolution, pooling, softmax, NLL and batch normalization, NCHW, on the CPU and on GPUs

@@ -113,8 +113,10 @@ void sgd_update(const RunContext&, float* w, const float* g, std::size_t n, floa
   });
 }
 
-void count_correct(const RunContext&, const float* logits, const float* labels, std::size_t m,
-                   std::size_t n, float* out) {
+namespace {
+
+std::size_t correct_rows(const float* logits, const float* labels, std::size_t m,
+                         std::size_t n) {
   std::size_t correct = 0;
   for (std::size_t r = 0; r < m && n > 0; ++r) {
     const float* z = logits + r * n;
@@ -124,7 +126,26 @@ void count_correct(const RunContext&, const float* logits, const float* labels, 
     }
     if (static_cast<float>(best) == labels[r]) ++correct;
   }
-  out[0] = static_cast<float>(correct);
+  return correct;
+}
+
+}  // namespace
+
+void count_correct(const RunContext&, const float* logits, const float* labels, std::size_t m,
+                   std::size_t n, float* out) {
+  out[0] = static_cast<float>(correct_rows(logits, labels, m, n));
+}
+
+void add_count_correct(const RunContext&, const float* logits, const float* labels,
+                       std::size_t m, std::size_t n, float* out) {
+  out[0] = static_cast<float>(static_cast<double>(out[0]) +
+                              static_cast<double>(correct_rows(logits, labels, m, n)));
+}
+
+void add_sum(const RunContext&, const float* x, std::size_t n, float* out) {
+  double s = 0;
+  for (std::size_t i = 0; i < n; ++i) s += static_cast<double>(x[i]);
+  out[0] = static_cast<float>(static_cast<double>(out[0]) + s);
 }
 
 }  // namespace depengine::ops::cpu

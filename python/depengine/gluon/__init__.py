@@ -9,10 +9,10 @@ layers, losses, Trainer (fused optimizer ops) and data loading. See docs/trainin
     loss = gluon.loss.SoftmaxCrossEntropyLoss()
     trainer = gluon.Trainer(net.collect_params(), 'sgd', {'learning_rate': 0.1})
 """
-from . import data, loss, nn
+from . import data, loss, metric, nn
 from .block import Block, HybridBlock
 from .parameter import DeferredInitializationError, Parameter, ParameterDict
 from .trainer import Trainer
 
 __all__ = ["Block", "DeferredInitializationError", "HybridBlock", "Parameter", "ParameterDict",
-           "Trainer", "data", "loss", "nn"]
+           "Trainer", "data", "loss", "metric", "nn"]

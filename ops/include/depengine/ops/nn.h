@@ -39,5 +39,10 @@ void sgd_update(const RunContext& ctx, float* w, const float* g, std::size_t n, 
 // labels[r].
 void count_correct(const RunContext& ctx, const float* logits, const float* labels,
                    std::size_t m, std::size_t n, float* out);
+// out[0] += that count (a metric's running total, updated in place).
+void add_count_correct(const RunContext& ctx, const float* logits, const float* labels,
+                       std::size_t m, std::size_t n, float* out);
+// out[0] += x[0] + ... + x[n-1], summed in double in index order.
+void add_sum(const RunContext& ctx, const float* x, std::size_t n, float* out);
 
 }  // namespace depengine::ops::cpu
