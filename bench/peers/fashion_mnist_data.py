@@ -59,7 +59,8 @@ def initial_weights(model, rng):
     return [rng.normal(0, 0.01, (784, 10)).astype(f32), np.zeros(10, f32)]
 
 
-def parse_args():
+def parse_args(extra=None):
+    """The peers' common flags; `extra(parser)` adds a peer's own."""
     p = argparse.ArgumentParser()
     p.add_argument("--model", choices=["mlp", "softmax"], default="mlp")
     p.add_argument("--epochs", type=int, default=3)
@@ -70,6 +71,8 @@ def parse_args():
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1,
                    help="intra-op threads of the peer (PyTorch's torch.set_num_threads); "
                         "default: the cores")
+    if extra:
+        extra(p)
     a = p.parse_args()
     if a.threads < 1:
         p.error(f"--threads must be at least 1, got {a.threads}")

@@ -11,6 +11,13 @@ the same initial weights and shuffles) and printed columns are those of mlp_nump
     bash bench/peers/setup-mxnet.sh          # once: build/mxnet-venv with mxnet 1.9.1
     build/mxnet-venv/bin/python bench/peers/mlp_mxnet.py --epochs 3 [--model softmax]
     MXNET_ENGINE_TYPE=NaiveEngine build/mxnet-venv/bin/python bench/peers/mlp_mxnet.py
+    build/mxnet-venv/bin/python bench/peers/mlp_mxnet.py --gluon hybridized
+
+--gluon plain|hybridized writes the same model with MXNet's Gluon instead, as
+examples/python/mlp_gluon.py does with depengine's: nn.HybridSequential of nn.Dense,
+gluon.loss.SoftmaxCrossEntropyLoss, gluon.Trainer('sgd') (step(batch) rescales by
+1/batch, as the loss there is per example), the same initial weights set with set_data;
+`hybridized` calls net.hybridize() (MXNet's CachedOp) and the loss's.
 
 MXNET_ENGINE_TYPE picks MXNet's engine (default ThreadedEnginePerDevice; NaiveEngine runs
 each operation synchronously in the pushing thread). MXNet's own thread defaults apply:
@@ -43,7 +50,11 @@ def omp_threads():
 
 
 def main():
-    a = data.parse_args()
+    a = data.parse_args(lambda p: p.add_argument(
+        "--gluon", choices=["off", "plain", "hybridized"], default="off",
+        help="write the model with Gluon (nn.Dense, Trainer), hybridized or not"))
+    if a.gluon != "off":
+        return gluon_main(a)
 
     ctx = mx.cpu()
     xtr, ytr = data.load("train", "mlp_mxnet")
@@ -93,6 +104,66 @@ def main():
         nd.waitall()
         secs = time.perf_counter() - t0
         test_acc = float((forward(xte_nd).argmax(axis=1) == yte_nd).mean().asscalar())
+        print(data.epoch_line(epoch + 1, loss_total / n, correct_total / n, test_acc, n / secs,
+                              secs))
+
+
+def gluon_main(a):
+    """The MLP with mxnet.gluon: the loop of examples/python/mlp_gluon.py (loss and accuracy
+    kept as NDArrays and read once per epoch, as the imperative loop above does)."""
+    from mxnet import gluon
+    from mxnet.gluon import nn
+
+    ctx = mx.cpu()
+    xtr, ytr = data.load("train", "mlp_mxnet")
+    xte, yte = data.load("test", "mlp_mxnet")
+    xte_nd = nd.array(data.normalize(xte), ctx=ctx)
+    yte_nd = nd.array(yte, ctx=ctx, dtype="float32")
+    rng = np.random.default_rng(a.seed)
+    draws = data.initial_weights(a.model, rng)  # w1, b1[, w2, b2]: (in, out) layouts
+    net = nn.HybridSequential()
+    if a.model == "softmax":
+        net.add(nn.Dense(10, in_units=784))
+    else:
+        net.add(nn.Dense(256, activation="relu", in_units=784), nn.Dense(10, in_units=256))
+    net.initialize(ctx=ctx)
+    for i, dense in enumerate(net):
+        dense.weight.set_data(nd.array(np.ascontiguousarray(draws[2 * i].T), ctx=ctx))
+        dense.bias.set_data(nd.array(draws[2 * i + 1], ctx=ctx))
+    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+    if a.gluon == "hybridized":
+        net.hybridize(static_alloc=True, static_shape=True)
+        loss_fn.hybridize(static_alloc=True, static_shape=True)
+    trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": a.lr})
+
+    engine = os.environ.get("MXNET_ENGINE_TYPE") or "ThreadedEnginePerDevice"
+    workers = os.environ.get("MXNET_CPU_WORKER_NTHREADS") or "1"
+    print(f"mxnet {mx.__version__} gluon ({a.gluon}), engine {engine} (cpu workers {workers}, "
+          f"omp threads {omp_threads()}), {os.cpu_count()} cores, model {a.model}, "
+          f"batch {a.batch}")
+    print(data.header())
+    n = len(ytr)
+    for epoch in range(a.epochs):
+        trainer.set_learning_rate(a.lr * a.lr_decay ** epoch)
+        t0 = time.perf_counter()
+        order = rng.permutation(n)
+        loss_sum = nd.zeros((1,), ctx=ctx)
+        correct = nd.zeros((1,), ctx=ctx)
+        for start in range(0, n, a.batch):
+            idx = order[start:start + a.batch]
+            x = nd.array(data.normalize(xtr[idx]), ctx=ctx)
+            y = nd.array(ytr[idx], ctx=ctx, dtype="float32")
+            with autograd.record():
+                z = net(x)
+                l = loss_fn(z, y)
+            l.backward()
+            trainer.step(x.shape[0])
+            loss_sum += l.sum()
+            correct += (z.argmax(axis=1) == y).sum()
+        loss_total, correct_total = float(loss_sum.asscalar()), float(correct.asscalar())
+        nd.waitall()
+        secs = time.perf_counter() - t0
+        test_acc = float((net(xte_nd).argmax(axis=1) == yte_nd).mean().asscalar())
         print(data.epoch_line(epoch + 1, loss_total / n, correct_total / n, test_acc, n / secs,
                               secs))
 

@@ -5,14 +5,15 @@ depengine's threaded engine from C++ (pushing each step, and replaying it record
 default), depengine from Python with depengine.gluon (examples/python/mlp_gluon.py, in the
 venv scripts/main.sh makes), NumPy (synchronous, OpenBLAS on every core), MXNet 1.9.1's
 threaded engine and PyTorch eager on the CPU (when bench/peers/setup-mxnet.sh and
-setup-torch.sh could install them). The runtimes take turns, round by round, so a noisy
+setup-torch.sh could install them; MXNet three ways: the imperative NDArray API, Gluon, and
+Gluon hybridized). The runtimes take turns, round by round, so a noisy
 moment hits all of them; each figure is the median over the rounds of a run's examples/s
 over all its epochs (training time only).
 
     cmake --build build/release --target depengine_cli
     bash bench/peers/setup-mxnet.sh; bash bench/peers/setup-torch.sh   # optional: the peers
     python3 -m venv build/python-venv && build/python-venv/bin/pip install .  # optional
-    bench/peers/mlp_side_by_side.py [--rounds 3] [--epochs 3] [--build build/release]
+    bench/peers/mlp_side_by_side.py [--rounds 3] [--epochs 3] [--build build/release] [--only python,numpy]
 
 Prints a Markdown table (also to --md FILE); a row that cannot run is reported as missing
 with the reason. MXNet runs with OMP_NUM_THREADS set to the cores (its default is half the
@@ -68,16 +69,25 @@ def runtimes(build, epochs):
     out.append(("numpy", ["/usr/bin/python3", os.path.join(ROOT, "bench/peers/mlp_numpy.py"),
                           "--epochs", str(epochs)], None, None))
     mpy = os.path.join(ROOT, "build", "mxnet-venv", "bin", "python")
-    out.append(("mxnet 1.9.1 (ThreadedEnginePerDevice)",
-                [mpy, os.path.join(ROOT, "bench/peers/mlp_mxnet.py"), "--epochs", str(epochs)],
-                dict(os.environ, OMP_NUM_THREADS=str(cores), OMP_WAIT_POLICY="PASSIVE"),
-                None if os.access(mpy, os.X_OK) else "bash bench/peers/setup-mxnet.sh"))
+    for label, flags in (("", []), (", gluon", ["--gluon", "plain"]),
+                         (", gluon hybridized", ["--gluon", "hybridized"])):
+        out.append((f"mxnet 1.9.1 (ThreadedEnginePerDevice){label}",
+                    [mpy, os.path.join(ROOT, "bench/peers/mlp_mxnet.py"), "--epochs",
+                     str(epochs)] + flags,
+                    dict(os.environ, OMP_NUM_THREADS=str(cores), OMP_WAIT_POLICY="PASSIVE"),
+                    None if os.access(mpy, os.X_OK) else "bash bench/peers/setup-mxnet.sh"))
     tpy = os.path.join(ROOT, "build", "torch-venv", "bin", "python")
     out.append(("pytorch eager",
                 [tpy, os.path.join(ROOT, "bench/peers/mlp_torch.py"), "--epochs", str(epochs),
                  "--threads", str(cores)], dict(os.environ, OMP_WAIT_POLICY="PASSIVE"),
                 None if os.access(tpy, os.X_OK) else "bash bench/peers/setup-torch.sh"))
     return out
+
+
+# The rows of runtimes(), in order, as --only names them (the first, the C++ threaded
+# engine, is every table's reference and always runs).
+KEYS = ("cpp", "replay", "naive1", "naive", "python", "numpy", "mxnet", "mxnet-gluon",
+        "mxnet-hybrid", "torch")
 
 
 def run_once(cmd, env):
@@ -101,9 +111,16 @@ def main():
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--build", default=os.path.join(ROOT, "build", "release"))
     ap.add_argument("--md", help="also write the table to this file")
+    ap.add_argument("--only", help="comma-separated rows, by key: " + ",".join(KEYS))
     a = ap.parse_args()
 
     rts = runtimes(a.build, a.epochs)
+    if a.only:
+        keep = set(a.only.split(","))
+        if keep - set(KEYS):
+            sys.exit(f"mlp_side_by_side: --only: unknown row(s) "
+                     f"{', '.join(sorted(keep - set(KEYS)))} (rows: {','.join(KEYS)})")
+        rts = [rt for key, rt in zip(KEYS, rts) if key in keep or key == "cpp"]
     results = {name: [] for name, _, _, _ in rts}
     errors = {}
     for r in range(a.rounds):
@@ -114,7 +131,8 @@ def main():
                 results[name].append(run_once(cmd, env))
             except RuntimeError as e:
                 errors[name] = str(e)
-            print(f"round {r + 1}/{a.rounds}: {name} done", file=sys.stderr, flush=True)
+            got = f": {results[name][-1][0]:,.0f} examples/s" if name not in errors else ""
+            print(f"round {r + 1}/{a.rounds}: {name} done{got}", file=sys.stderr, flush=True)
 
     base = results["depengine threaded"]
     base_rate = statistics.median(x[0] for x in base) if base else None
