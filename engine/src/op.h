@@ -50,9 +50,11 @@ class AccessArray {
 
  private:
   static constexpr std::size_t kInline = 6;
-  Access inline_[kInline];
+  // Where the accesses are and how many, then the first ones: begin() reads the line the
+  // first accesses start on.
   std::unique_ptr<Access[]> heap_;
   std::size_t size_ = 0;
+  Access inline_[kInline];
 };
 
 // Receives the completion of an asynchronous op.
@@ -134,8 +136,6 @@ class Op final : public CompletionTarget {
   }
   // Drops the references set_accesses took, if it took them.
   void release_vars() noexcept;
-  // The accesses hold a reference on their vars (released with the op).
-  bool holds_var_refs = false;
 
   std::string display_name() const;
   // The call being checked, for errors raised before the op is pushed (it has no number
@@ -163,43 +163,76 @@ class Op final : public CompletionTarget {
   void add_completion_ref() noexcept override;
   void release_completion_ref() noexcept override;
 
+  // The fields are laid out by who touches them. Ops are pushed far ahead of the workers
+  // (100,000 at a time in the peers benchmarks), so a worker often finds an op's record in
+  // memory, not in a cache, and pays a miss per line. The fields that pushing, running and
+  // destroying an op read or write come first and together, the accesses and a small body
+  // after them: an op with three accesses touches 7 lines of its record (it was 9).
+
+  // --- Line 0: read or written for every op.
   OpFunction* fn = nullptr;  // the body; null for wait_to_read's op
-  PushOptions opts;
-  AccessArray acc;
   std::uint64_t seq = 0;
   std::atomic<int> wait{0};
   OpKind kind;
   // Threaded engine: the op counts as active (ready, running, or its device work in flight)
   // and must uncount itself when it finishes.
   bool active = false;
-  // wait_to_read's rendezvous (OpKind::wait_to_read).
-  Waiter* waiter = nullptr;
   // Has commute accesses (commute.h), and holds their vars while it runs; has reduce ones.
   bool has_commute = false;
   bool has_reduce = false;
   bool commute_taken = false;
+  // The accesses hold a reference on their vars (released with the op).
+  bool holds_var_refs = false;
+
+ private:
+  std::atomic<int> refs_{1};
+  std::atomic<int> completion_refs_{0};
+  std::atomic<bool> completed_{false};
+  OpSink* sink_;
+
+ public:
+  // Threaded engine: the wait_all epoch the op counts in (a push made by a running op of
+  // the same engine counts in that op's epoch).
+  Epoch* epoch = nullptr;
+  // --- Line 1: the options (the rank reads lane and priority) and the fast replay.
+  PushOptions opts;
+  // Threaded engine: the fast replay this op belongs to (its accesses are then not in the
+  // var queues: the replay's counters order it), and its index there.
+  ReplayRun* replay = nullptr;
+  std::uint32_t replay_index = 0;
+  // --- Line 2: the observer, and the fields of some kinds of op, each set at construction
+  // and looked at by the destructor or a check.
+  // The engine's observer when the op was pushed, if any.
+  std::shared_ptr<Observer> observer;
+  // wait_to_read's rendezvous (OpKind::wait_to_read).
+  Waiter* waiter = nullptr;
   // The next op parked on the same var's commute exclusion.
   Op* next_parked = nullptr;
   // The reductions its reduce accesses contribute to (reduce.h); null when it has none.
   std::unique_ptr<ReduceLinks, ReduceLinksDelete> reductions;
   // The reduction an OpKind::reduce_combine op combines.
   ReduceGroup* combines = nullptr;
-  // Threaded engine: the fast replay this op belongs to (its accesses are then not in the
-  // var queues: the replay's counters order it), and its index there.
-  ReplayRun* replay = nullptr;
-  std::uint32_t replay_index = 0;
-  // Threaded engine: the wait_all epoch the op counts in (a push made by a running op of
-  // the same engine counts in that op's epoch).
-  Epoch* epoch = nullptr;
   // Naive engine: the seq of the outermost op whose epoch this one belongs to (its own
   // seq, unless a running op of the engine pushed it).
   std::uint64_t epoch_root = 0;
-  // The engine's observer when the op was pushed, if any.
-  std::shared_ptr<Observer> observer;
+
+ private:
+  void* heap_body_ = nullptr;  // a body that did not fit, and its alignment
+  std::size_t heap_body_align_ = 0;
+
+ public:
   // The first exception an observer threw while reporting this op (see observe()); the
   // engine reports it through wait_all like a failure of the op.
   std::exception_ptr observer_error;
+  // --- Then the accesses and a small body.
+  AccessArray acc;
 
+ private:
+  // Bodies up to this size (most lambdas: a few pointers or shared_ptrs) live in the op.
+  static constexpr std::size_t kBodyInline = 96;
+  alignas(alignof(std::max_align_t)) unsigned char body_storage_[kBodyInline];
+
+ public:
   // Observer events, contained: an observer that throws stops receiving this op's events,
   // and its exception goes to observer_error. None of these throws.
   void observe_push(const std::shared_ptr<Observer>& obs) noexcept {
@@ -232,15 +265,6 @@ class Op final : public CompletionTarget {
   void observe_end_slow(bool failed, bool skipped) noexcept;
 
   ~Op();
-  // Bodies up to this size (most lambdas: a few pointers or shared_ptrs) live in the op.
-  static constexpr std::size_t kBodyInline = 96;
-  alignas(alignof(std::max_align_t)) unsigned char body_storage_[kBodyInline];
-  void* heap_body_ = nullptr;  // a body that did not fit, and its alignment
-  std::size_t heap_body_align_ = 0;
-  OpSink* sink_;
-  std::atomic<int> refs_{1};
-  std::atomic<int> completion_refs_{0};
-  std::atomic<bool> completed_{false};
 };
 
 struct OpRelease {
