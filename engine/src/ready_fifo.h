@@ -31,11 +31,14 @@ class ReadyFifo {
     slots_[tail_++ & mask_] = op;
   }
 
-  // The oldest op, or null when empty.
-  Op* try_pop() noexcept {
+  // The oldest op, or null when empty; `next` is set to the op queued behind it, or null
+  // (a hint: another thread may take it first).
+  Op* try_pop(Op*& next) noexcept {
     std::lock_guard lk(lock_);
     if (head_ == tail_) return nullptr;
-    return slots_[head_++ & mask_];
+    Op* op = slots_[head_++ & mask_];
+    next = head_ == tail_ ? nullptr : slots_[head_ & mask_];
+    return op;
   }
 
  private:

@@ -191,9 +191,13 @@ Op* Scheduler::pop() {
   // hold (and, on a machine with more threads than cores, be preempted holding).
   if (normal_.queued.load(std::memory_order_acquire) == 0) return nullptr;
   Op* op = nullptr;
+  Op* behind = nullptr;
   if (high_size_.load(std::memory_order_acquire) > 0 && high_.try_pop(op)) {
     high_size_.fetch_sub(1, std::memory_order_relaxed);
-  } else if ((op = normal_.fifo.try_pop())) {
+  } else if ((op = normal_.fifo.try_pop(behind))) {
+    // The op after it is most likely this thread's next: its record comes over while this
+    // one runs.
+    if (behind) behind->prefetch_record();
   } else if (low_size_.load(std::memory_order_acquire) > 0 && low_.try_pop(op)) {
     low_size_.fetch_sub(1, std::memory_order_relaxed);
   } else {

@@ -221,6 +221,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuLaunch
   }
 
   Op* run_cpu(Op* op, int worker) override {
+    op->prefetch_record();
     // The op reads its vars' failures now and releases their queues when it finishes, both
     // on the vars' first lines, which the pushing thread most likely wrote last: asked for
     // with intent to write, together, each line comes over once and in parallel, instead
@@ -566,6 +567,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuLaunch
       ready.for_each([&](Op* r) {
         if (r->counted() && r->opts.device.is_cpu() && (!next || rank(*r) > rank(*next))) next = r;
       });
+      if (next) next->prefetch_record();  // it most likely runs next, on this thread
     }
     ready.for_each([&](Op* r) {
       if (r == next) {

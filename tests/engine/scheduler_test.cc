@@ -209,19 +209,26 @@ TEST(SchedulerWakeUp, ABurstOfSubmitsWakesEachParkedTaskOnce) {
 }
 
 
-// The rank-0 ready queue is FIFO, across the growth of its ring and with pops interleaved.
+// The rank-0 ready queue is FIFO, across the growth of its ring and with pops interleaved,
+// and each pop names the op queued behind the one it returns.
 TEST(SchedulerReadyFifo, KeepsPushOrderAcrossGrowth) {
   detail::ReadyFifo fifo;
-  EXPECT_EQ(fifo.try_pop(), nullptr);
+  detail::Op* behind = nullptr;
+  EXPECT_EQ(fifo.try_pop(behind), nullptr);
   // Fake, never dereferenced op addresses: 1, 2, 3, ... (scaled to look like pointers).
   auto op = [](std::size_t i) { return reinterpret_cast<detail::Op*>((i + 1) * 64); };
   std::size_t pushed = 0, popped = 0;
+  auto pop_next = [&] {
+    ASSERT_EQ(fifo.try_pop(behind), op(popped));
+    ++popped;
+    EXPECT_EQ(behind, popped < pushed ? op(popped) : nullptr);
+  };
   for (int round = 0; round < 4; ++round) {
     for (int k = 0; k < 3000; ++k) fifo.push(op(pushed++));  // grows past 1024 and 2048
-    for (int k = 0; k < 1000; ++k) ASSERT_EQ(fifo.try_pop(), op(popped++));
+    for (int k = 0; k < 1000; ++k) pop_next();
   }
-  while (popped < pushed) ASSERT_EQ(fifo.try_pop(), op(popped++));
-  EXPECT_EQ(fifo.try_pop(), nullptr);
+  while (popped < pushed) pop_next();
+  EXPECT_EQ(fifo.try_pop(behind), nullptr);
 }
 
 #ifdef __linux__
