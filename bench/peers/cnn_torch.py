@@ -5,6 +5,7 @@ ReLU, dropout 0.5, dense 10, log-softmax, NLL; batch 64; Adam 1e-3 (or Adadelta 
 
     bash bench/peers/setup-torch.sh          # once: build/torch-venv with torch 2.5.1
     build/torch-venv/bin/python bench/peers/cnn_torch.py --limit 12000 [--sleep-ms 5]
+    build/torch-venv/bin/python bench/peers/cnn_torch.py --device cuda   # tools/gpu-check.sh
 
 The training slice and its order (those of `depengine train --limit`), the test slice and
 the initial weights are those of fashion_mnist_data.py, shared with cnn_mxnet.py; each batch
@@ -58,23 +59,31 @@ class Net(nn.Module):
 
 
 def main():
-    a = data.cnn_parse_args("cnn_torch")
+    a = data.cnn_parse_args("cnn_torch", lambda p: p.add_argument(
+        "--device", choices=["cpu", "cuda"], default="cpu",
+        help="cuda: the model and each batch on torch.device('cuda', 0)"))
+    if a.device == "cuda" and not torch.cuda.is_available():
+        sys.exit("cnn_torch: --device cuda: torch.cuda.is_available() is False")
+    dev = torch.device("cuda", 0) if a.device == "cuda" else torch.device("cpu")
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)  # the dropout masks
 
     xtr, ytr = data.cnn_train_slice(a.limit, "cnn_torch")
-    xte, yte = (torch.from_numpy(v) for v in data.cnn_test_slice(a.test_limit, "cnn_torch"))
+    xte, yte = (torch.from_numpy(v).to(dev)
+                for v in data.cnn_test_slice(a.test_limit, "cnn_torch"))
     model = Net()
     weights = data.cnn_initial_weights(a.seed)
     with torch.no_grad():
         for name, p in model.named_parameters():
             p.copy_(torch.from_numpy(weights[name]))
+    model.to(dev)
     if a.optimizer == "adam":
         opt = torch.optim.Adam(model.parameters(), lr=a.lr)
     else:
         opt = torch.optim.Adadelta(model.parameters(), lr=a.lr)
 
-    print(f"torch {torch.__version__} eager, CPU, {torch.get_num_threads()} threads, "
+    where = torch.cuda.get_device_name(0) if a.device == "cuda" else "CPU"
+    print(f"torch {torch.__version__} eager, {where}, {torch.get_num_threads()} threads, "
           f"{os.cpu_count()} cores, oneDNN {torch.backends.mkldnn.is_available()}; "
           f"{a.limit} examples, batch {a.batch}, {a.optimizer} lr {a.lr:g}, "
           f"sleep {a.sleep_ms:g} ms per batch", flush=True)
@@ -91,7 +100,8 @@ def main():
         with meter, epoch_meter, sampler if a.cpu_trace else contextlib.nullcontext():
             for start in range(0, n, a.batch):
                 idx = order[start:start + a.batch]
-                x, y = torch.from_numpy(xtr[idx]), torch.from_numpy(ytr[idx])
+                x = torch.from_numpy(xtr[idx]).to(dev, non_blocking=True)
+                y = torch.from_numpy(ytr[idx]).to(dev, non_blocking=True)
                 opt.zero_grad()
                 batch_loss = F.nll_loss(model(x), y)
                 batch_loss.backward()
