@@ -178,38 +178,6 @@ def test_errors_name_the_problem():
         _data.BatchGather([(labels, False, 0.0, [], [])])
 
 
-@pytest.mark.parametrize("prefetch", [0, 1, 2, 5, 40])
-def test_prefetched_batches_come_in_order_with_the_same_values(prefetch):
-    images, labels, _ = data()
-    ds = ArrayDataset(images, labels)
-    batches = [[3, 1], [0], [22, 21, 20], [5, 5], [7]]
-    got = list(DataLoader(ds, batch_sampler=batches, prefetch=prefetch))
-    assert len(got) == len(batches)
-    for (X, y), idx in zip(got, batches):
-        assert_same(X, images[idx].astype(numpy.float32))
-        assert_same(y, labels[idx].astype(numpy.float32))
-
-
-def test_a_bad_batch_raises_after_the_batches_before_it():
-    """Gathered ahead, a batch that fails is reported where it stands in the order: the
-    batches before it are handed out first, none lost."""
-    images, labels, _ = data()
-    ds = ArrayDataset(images, labels)
-    it = iter(DataLoader(ds, batch_sampler=[[0], [1], [2], [99], [4]], prefetch=3))
-    for want in (0, 1, 2):
-        X, _ = next(it)
-        assert_same(X, images[[want]].astype(numpy.float32))
-    with pytest.raises(IndexError, match="index 99 is out of bounds"):
-        next(it)
-
-
-@pytest.mark.parametrize("bad", [-1, 1.5, True, "2"])
-def test_prefetch_must_be_a_non_negative_int(bad):
-    images, labels, _ = data()
-    with pytest.raises(ValueError, match="prefetch must be a non-negative int"):
-        DataLoader(ArrayDataset(images, labels), batch_size=2, prefetch=bad)
-
-
 FASHION = "/usr/share/datasets/fashion-mnist"
 
 

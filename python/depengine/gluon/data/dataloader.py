@@ -2,7 +2,6 @@
 vision data set (and their transform_first of ToTensor / Normalize / a Compose of them) is
 gathered and converted by one engine op on the CPU's copy lane (depengine/batch.h): the loop
 pushes it and goes on. Other data sets are batched sample by sample on the host."""
-import collections as _collections
 import itertools as _itertools
 
 import numpy as _numpy
@@ -183,36 +182,14 @@ class DataLoader:
         fields = _gather_fields_of(dataset) if batchify_fn is None else None
         plan = _gather_plan(fields) if fields is not None else None
         self._gather = _data.BatchGather(plan) if plan is not None else None
-        # Batches gathered ahead of the one handed out (MXNet's `prefetch`, there for worker
-        # processes, default 2 x num_workers). Here it applies to the gather op, default 2.
-        if prefetch is None:
-            prefetch = 2
-        if isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 0:
-            raise ValueError(f"DataLoader: prefetch must be a non-negative int, not {prefetch!r}")
-        self._prefetch = prefetch
 
     def __iter__(self):
-        if self._gather is None:
-            for indices in self._batch_sampler:
+        for indices in self._batch_sampler:
+            if self._gather is not None:
+                yield self._gather_batch(indices)
+            else:
                 samples = [self._dataset[i] for i in indices]
                 yield (self._batchify_fn or default_batchify_fn)(samples)
-            return
-        # The batch ops are pushed `prefetch` batches ahead of the one handed out, as the C++
-        # trainer's pipeline assembles them, so that a batch's gather has run by the time
-        # the step that reads it is pushed. A batch that cannot be gathered (bad indices)
-        # raises only after the batches before it have been handed out.
-        ahead = _collections.deque()
-        for indices in self._batch_sampler:
-            try:
-                ahead.append(self._gather_batch(indices))
-            except Exception:
-                while ahead:
-                    yield ahead.popleft()
-                raise
-            if len(ahead) > self._prefetch:
-                yield ahead.popleft()
-        while ahead:
-            yield ahead.popleft()
 
     def _gather_batch(self, indices):
         # A list of ints (what the batch samplers give) is read by the op's binding itself;
