@@ -3,6 +3,7 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <mutex>
 #include <new>
 #include <system_error>
@@ -139,6 +140,23 @@ void Op::set_heap_body(const BodyBuilder& body) {
   heap_body_ = storage;
   heap_body_align_ = body.align;
 }
+
+// The record pool gives ops 64-byte aligned memory (record_pool.cc), so these offsets are
+// cache-line offsets: see the layout comment in op.h. With another standard library the
+// sizes of std::string and std::shared_ptr differ and the offsets with them (a slower
+// layout, not a wrong one), so only libstdc++'s are checked.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Winvalid-offsetof"
+void Op::check_layout() noexcept {
+#ifdef __GLIBCXX__
+  static_assert((offsetof(Op, acc) + offsetof(AccessArray, inline_)) % 64 == 0,
+                "Op's inline accesses must start a cache line");
+  static_assert(offsetof(Op, body_storage_) % 64 == 0, "Op's inline body must start a cache line");
+  static_assert(offsetof(Op, acc) + offsetof(AccessArray, inline_) == 3 * 64,
+                "Op's fields before the accesses must fit in lines 0-2");
+#endif
+}
+#pragma GCC diagnostic pop
 
 Op::~Op() {
   release_vars();

@@ -49,6 +49,7 @@ class AccessArray {
   Access& operator[](std::size_t i) noexcept { return begin()[i]; }
 
  private:
+  friend class Op;  // its layout check
   static constexpr std::size_t kInline = 6;
   // Where the accesses are and how many, then the first ones: begin() reads the line the
   // first accesses start on.
@@ -165,11 +166,12 @@ class Op final : public CompletionTarget {
 
   // The fields are laid out by who touches them. Ops are pushed far ahead of the workers
   // (100,000 at a time in the peers benchmarks), so a worker often finds an op's record in
-  // memory, not in a cache, and pays a miss per line. The fields that pushing, running and
-  // destroying an op read or write come first and together, the accesses and a small body
-  // after them: an op with three accesses touches 7 lines of its record (it was 9).
+  // memory, not in a cache, and pays a miss per line. What pushing, running, finishing and
+  // destroying a plain op reads or writes fills lines 0-2; the inline accesses start on
+  // line 3 (op.cc checks it), so that three of them take two lines; a body of up to 64
+  // bytes takes one more. Such an op touches 6 lines of its record (it was 9).
 
-  // --- Line 0: read or written for every op.
+  // --- Line 0 (after the vtable pointer): read or written for every op.
   OpFunction* fn = nullptr;  // the body; null for wait_to_read's op
   std::uint64_t seq = 0;
   std::atomic<int> wait{0};
@@ -194,45 +196,50 @@ class Op final : public CompletionTarget {
   // Threaded engine: the wait_all epoch the op counts in (a push made by a running op of
   // the same engine counts in that op's epoch).
   Epoch* epoch = nullptr;
-  // --- Line 1: the options (the rank reads lane and priority) and the fast replay.
+  // --- Line 1: the options (the rank reads lane and priority), the fast replay, and what
+  // an observer threw.
   PushOptions opts;
   // Threaded engine: the fast replay this op belongs to (its accesses are then not in the
   // var queues: the replay's counters order it), and its index there.
   ReplayRun* replay = nullptr;
-  std::uint32_t replay_index = 0;
-  // --- Line 2: the observer, and the fields of some kinds of op, each set at construction
-  // and looked at by the destructor or a check.
+  // The first exception an observer threw while reporting this op (see observe()); the
+  // engine reports it through wait_all like a failure of the op.
+  std::exception_ptr observer_error;
+  // --- Line 2: the observer, the fields the destructor looks at, then the accesses' count
+  // and heap pointer.
   // The engine's observer when the op was pushed, if any.
   std::shared_ptr<Observer> observer;
   // wait_to_read's rendezvous (OpKind::wait_to_read).
   Waiter* waiter = nullptr;
-  // The next op parked on the same var's commute exclusion.
-  Op* next_parked = nullptr;
   // The reductions its reduce accesses contribute to (reduce.h); null when it has none.
   std::unique_ptr<ReduceLinks, ReduceLinksDelete> reductions;
+
+ private:
+  void* heap_body_ = nullptr;  // a body that did not fit
+
+ public:
+  std::uint32_t replay_index = 0;
+  // --- Lines 3-: the accesses (inline from line 3 on).
+  AccessArray acc;
+  // The next op parked on the same var's commute exclusion.
+  Op* next_parked = nullptr;
   // The reduction an OpKind::reduce_combine op combines.
   ReduceGroup* combines = nullptr;
+
+ private:
+  // Checks at compile time that the inline accesses and the body start lines (op.cc).
+  static void check_layout() noexcept;
+  // Bodies up to this size (most lambdas: a few pointers or shared_ptrs) live in the op,
+  // from the start of a line.
+  static constexpr std::size_t kBodyInline = 96;
+  alignas(alignof(std::max_align_t)) unsigned char body_storage_[kBodyInline];
+  std::size_t heap_body_align_ = 0;  // heap_body_'s alignment
+
+ public:
   // Naive engine: the seq of the outermost op whose epoch this one belongs to (its own
   // seq, unless a running op of the engine pushed it).
   std::uint64_t epoch_root = 0;
 
- private:
-  void* heap_body_ = nullptr;  // a body that did not fit, and its alignment
-  std::size_t heap_body_align_ = 0;
-
- public:
-  // The first exception an observer threw while reporting this op (see observe()); the
-  // engine reports it through wait_all like a failure of the op.
-  std::exception_ptr observer_error;
-  // --- Then the accesses and a small body.
-  AccessArray acc;
-
- private:
-  // Bodies up to this size (most lambdas: a few pointers or shared_ptrs) live in the op.
-  static constexpr std::size_t kBodyInline = 96;
-  alignas(alignof(std::max_align_t)) unsigned char body_storage_[kBodyInline];
-
- public:
   // Observer events, contained: an observer that throws stops receiving this op's events,
   // and its exception goes to observer_error. None of these throws.
   void observe_push(const std::shared_ptr<Observer>& obs) noexcept {

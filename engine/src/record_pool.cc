@@ -18,7 +18,10 @@ struct Layout {
   std::size_t size;
   std::size_t align;
 };
-constexpr Layout kLayouts[] = {{sizeof(Op), alignof(Op)}, {sizeof(VarState), alignof(VarState)}};
+// Ops on cache-line boundaries: their fields are laid out by line (op.h).
+constexpr std::size_t kOpAlign = 64;
+static_assert(kOpAlign >= alignof(Op));
+constexpr Layout kLayouts[] = {{sizeof(Op), kOpAlign}, {sizeof(VarState), alignof(VarState)}};
 constexpr std::size_t kKinds = std::size(kLayouts);
 
 constexpr const Layout& layout(Record r) noexcept { return kLayouts[static_cast<unsigned>(r)]; }
@@ -39,7 +42,6 @@ namespace {
 // scalable_malloc's blocks are aligned to 16 bytes; larger alignments take the aligned
 // entry points.
 constexpr std::size_t kMallocAlign = 16;
-static_assert(alignof(Op) <= kMallocAlign);
 
 // A free record: the link in its thread's list, and in the shared list the link from the
 // first record of a batch to the next batch.
