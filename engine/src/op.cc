@@ -64,8 +64,13 @@ void check_placement(const PushOptions& o, const char* what) {
 }
 }  // namespace
 
-std::uint64_t next_engine_id() noexcept {
-  return g_next_engine_id.fetch_add(1, std::memory_order_relaxed);
+std::uint64_t next_engine_id() {
+  const std::uint64_t id = g_next_engine_id.fetch_add(1, std::memory_order_relaxed);
+  if (id > kMaxEngineId) [[unlikely]] {
+    throw Error("this process has made " + std::to_string(kMaxEngineId) +
+                " engines, as many as their vars can tell apart (an engine id is 32 bits)");
+  }
+  return id;
 }
 
 void watch_forks() {

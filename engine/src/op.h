@@ -347,8 +347,9 @@ class ObserverScope {
 // the event and the op (the exception itself if even that cannot be built).
 std::exception_ptr observer_failure(const char* event, const std::string& op_name) noexcept;
 
-// A number unique among the engines of the process (never reused).
-std::uint64_t next_engine_id() noexcept;
+// A number unique among the engines of the process (never reused), at most kMaxEngineId
+// (var_state.h); throws Error once the process has made that many engines.
+std::uint64_t next_engine_id();
 
 // fork(): the child process has only the thread that called fork, so an engine made before
 // it has no workers there, and its locks may be held by threads that do not exist in the

@@ -38,14 +38,19 @@ struct Failure {
   }
 };
 
+// The largest engine id (next_engine_id, op.h): a var state keeps its engine's id in 32 bits.
+inline constexpr std::uint64_t kMaxEngineId = 0xffffffffu;
+
 // Aligned to a cache line: vars made one after another would otherwise share lines, and
 // workers on different cores updating neighbouring vars' queues would contend for them.
-// What a push and a finish touch (references, version, failure, queue) is packed into the
-// first line, so that an op's access moves one line between the pushing and finishing cores;
-// the fields set once or used only by GPU ops and reductions come after it.
+// What a push and a finish touch (the owner check, the flags, version, failure, queue) is
+// packed into the first line, so that an op's access moves one line between the pushing and
+// finishing cores, and a push of a var not used for a while misses once; the reference
+// count (not touched by the threaded engine's ops), the fields set once and those used only
+// by GPU ops and reductions come after it.
 struct alignas(64) VarState {
   explicit VarState(std::uint64_t owner_engine, std::uint64_t var_id)
-      : owner(owner_engine), id(var_id) {}
+      : owner(static_cast<std::uint32_t>(owner_engine)), id(var_id) {}
 
   // From the record pool (record_pool.h): made by the frontend, often freed by a worker (the
   // release that leaves an orphaned var's queue idle), and made once per array by a Python
@@ -53,7 +58,10 @@ struct alignas(64) VarState {
   static void* operator new(std::size_t size, std::align_val_t align);
   static void operator delete(void* p, std::align_val_t align) noexcept;
 
-  std::atomic<int> refs{1};
+  // The id of the engine that made the var (next_engine_id(), at most kMaxEngineId, so 32
+  // bits hold it): unique in the process, so a var of a destroyed engine is never taken for
+  // one of a new engine made at the same address.
+  const std::uint32_t owner;
   // Set under the engine's push lock by delete_var; checked under it by push.
   bool deleted = false;
   // Threaded engine, under the push lock: open_reduction is set.
@@ -71,9 +79,7 @@ struct alignas(64) VarState {
   // Threaded engine's queue of pending accesses (var_queue.h).
   VarQueue queue;
 
-  // The id of the engine that made the var (engine_id()): unique in the process, so a var of
-  // a destroyed engine is never taken for one of a new engine made at the same address.
-  const std::uint64_t owner;
+  std::atomic<int> refs{1};
   const std::uint64_t id;
 
   // Threaded engine: the stream ops whose device work on this var may still be in flight
