@@ -49,22 +49,10 @@ def omp_threads():
     return f"{max(1, (os.cpu_count() or 2) // 2)} (default: half the cores)"
 
 
-def main():
-    a = data.parse_args(lambda p: p.add_argument(
-        "--gluon", choices=["off", "plain", "hybridized"], default="off",
-        help="write the model with Gluon (nn.Dense, Trainer), hybridized or not"))
-    if a.gluon != "off":
-        return gluon_main(a)
-
-    ctx = mx.cpu()
-    xtr, ytr = data.load("train", "mlp_mxnet")
-    xte, yte = data.load("test", "mlp_mxnet")
-    xte_nd = nd.array(data.normalize(xte), ctx=ctx)
-    yte_nd = nd.array(yte, ctx=ctx, dtype="float32")
-    rng = np.random.default_rng(a.seed)
+def imperative_model(a, ctx, draws):
+    """The MLP as NDArray calls: (forward(x), step(x, y, lr) -> (z, per-example loss))."""
     # The draws of mlp_numpy.py, transposed to FullyConnected's (out, in) layout.
-    params = [nd.array(np.ascontiguousarray(w.T), ctx=ctx)
-              for w in data.initial_weights(a.model, rng)]
+    params = [nd.array(np.ascontiguousarray(w.T), ctx=ctx) for w in draws]
     for w in params:
         w.attach_grad()
 
@@ -74,9 +62,72 @@ def main():
         h = nd.relu(nd.FullyConnected(x, params[0], params[1], num_hidden=256))
         return nd.FullyConnected(h, params[2], params[3], num_hidden=10)
 
+    def step(x, y, lr):
+        with autograd.record():
+            z = forward(x)
+            nll = -nd.pick(nd.log_softmax(z, axis=1), y, axis=1)
+            loss = nll.mean()
+        loss.backward()
+        for w in params:
+            nd.sgd_update(w, w.grad, lr=lr, wd=0.0, rescale_grad=1.0, out=w)
+        return z, nll
+
+    return forward, step
+
+
+def gluon_model(a, ctx, draws):
+    """The MLP with mxnet.gluon, as examples/python/mlp_gluon.py writes it with depengine's:
+    (net, step(x, y, lr) -> (z, per-example loss))."""
+    from mxnet import gluon
+    from mxnet.gluon import nn
+
+    net = nn.HybridSequential()
+    if a.model == "softmax":
+        net.add(nn.Dense(10, in_units=784))
+    else:
+        net.add(nn.Dense(256, activation="relu", in_units=784), nn.Dense(10, in_units=256))
+    net.initialize(ctx=ctx)
+    for i, dense in enumerate(net):  # draws: w1, b1[, w2, b2] in (in, out) layouts
+        dense.weight.set_data(nd.array(np.ascontiguousarray(draws[2 * i].T), ctx=ctx))
+        dense.bias.set_data(nd.array(draws[2 * i + 1], ctx=ctx))
+    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+    if a.gluon == "hybridized":
+        net.hybridize(static_alloc=True, static_shape=True)
+        loss_fn.hybridize(static_alloc=True, static_shape=True)
+    trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": a.lr})
+
+    def step(x, y, lr):
+        if trainer.learning_rate != lr:
+            trainer.set_learning_rate(lr)
+        with autograd.record():
+            z = net(x)
+            l = loss_fn(z, y)
+        l.backward()
+        trainer.step(x.shape[0])
+        return z, l
+
+    return net, step
+
+
+def main():
+    a = data.parse_args(lambda p: p.add_argument(
+        "--gluon", choices=["off", "plain", "hybridized"], default="off",
+        help="write the model with Gluon (nn.Dense, Trainer), hybridized or not"))
+
+    ctx = mx.cpu()
+    xtr, ytr = data.load("train", "mlp_mxnet")
+    xte, yte = data.load("test", "mlp_mxnet")
+    xte_nd = nd.array(data.normalize(xte), ctx=ctx)
+    yte_nd = nd.array(yte, ctx=ctx, dtype="float32")
+    rng = np.random.default_rng(a.seed)
+    draws = data.initial_weights(a.model, rng)
+    make = imperative_model if a.gluon == "off" else gluon_model
+    forward, step = make(a, ctx, draws)
+
     engine = os.environ.get("MXNET_ENGINE_TYPE") or "ThreadedEnginePerDevice"
     workers = os.environ.get("MXNET_CPU_WORKER_NTHREADS") or "1"
-    print(f"mxnet {mx.__version__}, engine {engine} (cpu workers {workers}, omp threads "
+    api = "" if a.gluon == "off" else f" gluon ({a.gluon})"
+    print(f"mxnet {mx.__version__}{api}, engine {engine} (cpu workers {workers}, omp threads "
           f"{omp_threads()}), {os.cpu_count()} cores, model {a.model}, batch {a.batch}")
     print(data.header())
     n = len(ytr)
@@ -90,80 +141,14 @@ def main():
             idx = order[start:start + a.batch]
             x = nd.array(data.normalize(xtr[idx]), ctx=ctx)
             y = nd.array(ytr[idx], ctx=ctx, dtype="float32")
-            with autograd.record():
-                z = forward(x)
-                nll = -nd.pick(nd.log_softmax(z, axis=1), y, axis=1)
-                loss = nll.mean()
-            loss.backward()
-            for w in params:
-                nd.sgd_update(w, w.grad, lr=lr, wd=0.0, rescale_grad=1.0, out=w)
-            loss_sum += nll.sum()
+            z, per_example = step(x, y, lr)
+            loss_sum += per_example.sum()
             correct += (z.argmax(axis=1) == y).sum()
         # The one place the loop blocks: read the epoch's totals, let the last updates land.
         loss_total, correct_total = float(loss_sum.asscalar()), float(correct.asscalar())
         nd.waitall()
         secs = time.perf_counter() - t0
         test_acc = float((forward(xte_nd).argmax(axis=1) == yte_nd).mean().asscalar())
-        print(data.epoch_line(epoch + 1, loss_total / n, correct_total / n, test_acc, n / secs,
-                              secs))
-
-
-def gluon_main(a):
-    """The MLP with mxnet.gluon: the loop of examples/python/mlp_gluon.py (loss and accuracy
-    kept as NDArrays and read once per epoch, as the imperative loop above does)."""
-    from mxnet import gluon
-    from mxnet.gluon import nn
-
-    ctx = mx.cpu()
-    xtr, ytr = data.load("train", "mlp_mxnet")
-    xte, yte = data.load("test", "mlp_mxnet")
-    xte_nd = nd.array(data.normalize(xte), ctx=ctx)
-    yte_nd = nd.array(yte, ctx=ctx, dtype="float32")
-    rng = np.random.default_rng(a.seed)
-    draws = data.initial_weights(a.model, rng)  # w1, b1[, w2, b2]: (in, out) layouts
-    net = nn.HybridSequential()
-    if a.model == "softmax":
-        net.add(nn.Dense(10, in_units=784))
-    else:
-        net.add(nn.Dense(256, activation="relu", in_units=784), nn.Dense(10, in_units=256))
-    net.initialize(ctx=ctx)
-    for i, dense in enumerate(net):
-        dense.weight.set_data(nd.array(np.ascontiguousarray(draws[2 * i].T), ctx=ctx))
-        dense.bias.set_data(nd.array(draws[2 * i + 1], ctx=ctx))
-    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
-    if a.gluon == "hybridized":
-        net.hybridize(static_alloc=True, static_shape=True)
-        loss_fn.hybridize(static_alloc=True, static_shape=True)
-    trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": a.lr})
-
-    engine = os.environ.get("MXNET_ENGINE_TYPE") or "ThreadedEnginePerDevice"
-    workers = os.environ.get("MXNET_CPU_WORKER_NTHREADS") or "1"
-    print(f"mxnet {mx.__version__} gluon ({a.gluon}), engine {engine} (cpu workers {workers}, "
-          f"omp threads {omp_threads()}), {os.cpu_count()} cores, model {a.model}, "
-          f"batch {a.batch}")
-    print(data.header())
-    n = len(ytr)
-    for epoch in range(a.epochs):
-        trainer.set_learning_rate(a.lr * a.lr_decay ** epoch)
-        t0 = time.perf_counter()
-        order = rng.permutation(n)
-        loss_sum = nd.zeros((1,), ctx=ctx)
-        correct = nd.zeros((1,), ctx=ctx)
-        for start in range(0, n, a.batch):
-            idx = order[start:start + a.batch]
-            x = nd.array(data.normalize(xtr[idx]), ctx=ctx)
-            y = nd.array(ytr[idx], ctx=ctx, dtype="float32")
-            with autograd.record():
-                z = net(x)
-                l = loss_fn(z, y)
-            l.backward()
-            trainer.step(x.shape[0])
-            loss_sum += l.sum()
-            correct += (z.argmax(axis=1) == y).sum()
-        loss_total, correct_total = float(loss_sum.asscalar()), float(correct.asscalar())
-        nd.waitall()
-        secs = time.perf_counter() - t0
-        test_acc = float((net(xte_nd).argmax(axis=1) == yte_nd).mean().asscalar())
         print(data.epoch_line(epoch + 1, loss_total / n, correct_total / n, test_acc, n / secs,
                               secs))
 
