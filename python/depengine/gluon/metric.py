@@ -7,11 +7,7 @@ lives in an array, and only `get()` waits for it:
 
     acc, loss = gluon.metric.Accuracy(), gluon.metric.Loss()
     for X, y in loader:
-        with autograd.record():
-            z = net(X)
-            l = loss_fn(z, y)
-        l.backward()
-        trainer.step(X.shape[0])
+        ...                         # z = net(X), l = loss_fn(z, y), backward, trainer.step
         acc.update(y, z)            # one op (CPU arrays): the count of correct rows
         loss.update(None, l)        # one op: the sum of the losses
     print(acc.get(), loss.get())    # the blockers
