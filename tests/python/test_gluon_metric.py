@@ -162,3 +162,15 @@ def test_a_total_that_is_also_the_input():
     t = np.ones((1,))
     _gluon.add_sum(t, t)  # reads and writes one var: refused or computed, never corrupted
     assert t.item() == 2.0
+
+
+def test_an_update_from_another_engine_is_refused_and_not_counted():
+    acc = gluon.metric.Accuracy()
+    acc.update(np.array(LABELS[0]), np.array(LOGITS[0]))
+    with de.Engine("threaded", cpu_threads=2):
+        z, y = np.array(LOGITS[1]), np.array(LABELS[1])
+        with pytest.raises(ValueError, match="add_count_correct: the arrays live on different "
+                                             "engines"):
+            acc.update(y, z)
+    assert acc.num_inst == 33
+    assert acc.get()[1] == pytest.approx(float((LOGITS[0].argmax(1) == LABELS[0]).mean()), abs=0)
