@@ -21,7 +21,7 @@ class Op;
 
 class ReadyFifo {
  public:
-  ReadyFifo() : slots_(std::make_unique<Op*[]>(kInitial)), mask_(kInitial - 1) {}
+  ReadyFifo() : slots_(std::make_unique_for_overwrite<Op*[]>(kInitial)), mask_(kInitial - 1) {}
   ReadyFifo(const ReadyFifo&) = delete;
   ReadyFifo& operator=(const ReadyFifo&) = delete;
 
@@ -48,7 +48,9 @@ class ReadyFifo {
   // ops are queued faster than the workers take them.
   void grow() {
     const std::size_t n = tail_ - head_;
-    auto bigger = std::make_unique<Op*[]>(2 * (mask_ + 1));
+    // Not zeroed (a burst of pushes grows the ring to a megabyte): every slot is written
+    // before it is read.
+    auto bigger = std::make_unique_for_overwrite<Op*[]>(2 * (mask_ + 1));
     for (std::size_t i = 0; i < n; ++i) bigger[i] = slots_[(head_ + i) & mask_];
     slots_ = std::move(bigger);
     mask_ = 2 * (mask_ + 1) - 1;
