@@ -567,7 +567,6 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuLaunch
       ready.for_each([&](Op* r) {
         if (r->counted() && r->opts.device.is_cpu() && (!next || rank(*r) > rank(*next))) next = r;
       });
-      if (next) next->prefetch_record();  // it most likely runs next, on this thread
     }
     ready.for_each([&](Op* r) {
       if (r == next) {

@@ -238,7 +238,7 @@ void add_count_correct(NDArray& total, const NDArray& logits, const NDArray& lab
   const char* op = "add_count_correct";
   Chunk& ct = require_total(total, op);
   const auto [cz, cy, e, m, n] = logits_labels(logits, labels, op);
-  if (ct.engine != &e) throw Error(std::string(op) + ": the arrays live on different engines");
+  same_engine(ct, cz, op);
   autograd::detail::in_place(total, {&logits, &labels}, op);
   const float* pz = cz.data;
   const float* py = cy.data;
