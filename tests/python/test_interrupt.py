@@ -87,6 +87,30 @@ def test_waits_on_an_op_that_never_completes_raise_keyboard_interrupt_at_once():
     assert "no wait reported" not in p.stderr, p.stderr
 
 
+def test_a_metric_get_behind_an_op_that_never_completes_raises_keyboard_interrupt():
+    """gluon.metric's get() is a blocker (it reads the running total): Ctrl-C ends it, and
+    the update it waited for still lands once the held op completes."""
+    p = run_child("""
+        import numpy
+        from depengine import gluon
+        z = np.array(numpy.array([[0.0, 1.0], [2.0, 1.0]], dtype=numpy.float32))
+        y = np.array(numpy.array([1.0, 0.0], dtype=numpy.float32))
+        held = []
+        de.engine().push_async(lambda done: held.append(done), writes=[z], name="held")
+        acc = gluon.metric.Accuracy()
+        acc.update(y, z)            # pushed behind the held write of z; returns at once
+        timed("metric.get", acc.get)
+        for d in held:
+            d()
+        print("after", acc.get(), flush=True)
+    """)
+    assert p.returncode == 0, p.stderr
+    delays = interrupt_delays(p.stdout)
+    assert set(delays) == {"metric.get"}, p.stdout
+    assert delays["metric.get"] < 0.5, p.stdout
+    assert "after ('accuracy', 1.0)" in p.stdout, p.stdout
+
+
 def test_a_long_wait_all_is_interrupted_and_the_ops_still_run():
     p = run_child("""
         e = de.Engine("threaded", cpu_threads=2)
