@@ -75,7 +75,7 @@ void launch_gpu_op(Op* op, GpuLane& lane, DeviceDispatch& devices, GpuLaunchHost
   const bool failed = error != nullptr;
   if (sync) {
     publish(*op, sync);
-    op->observer.reset();
+    op->drop_observer();
     // The device work stays in flight and active, in the op's epoch, until it completes.
     sync->epoch = op->epoch;
     host.device_work_started(sync->epoch);

@@ -161,6 +161,13 @@ void Op::check_layout() noexcept {
                 "Op's fields before the accesses must fit in lines 0-2");
 #endif
 }
+
+void Op::prefetch_free_record(const void* record) noexcept {
+  const char* const p = static_cast<const char*>(record);
+  constexpr std::size_t kAccesses = offsetof(Op, acc) + offsetof(AccessArray, inline_);
+  for (std::size_t line = 0; line <= kAccesses; line += 64) __builtin_prefetch(p + line, 1, 3);
+  __builtin_prefetch(p + offsetof(Op, body_storage_), 1, 3);
+}
 #pragma GCC diagnostic pop
 
 Op::~Op() {
@@ -370,7 +377,7 @@ void Op::observe(const char* event, F&& call) noexcept {
       }
       observer_error = observer_failure(event, name);
     }
-    observer.reset();
+    drop_observer();
   }
 }
 
@@ -393,6 +400,7 @@ static_assert(static_cast<int>(AccessMode::reduce) == static_cast<int>(AccessKin
 void Op::observe_push_slow(const std::shared_ptr<Observer>& obs) noexcept {
   if (kind == OpKind::wait_to_read) return;
   observer = obs;
+  observed = true;
   observe("on_push", [&](Observer& o) {
     std::vector<VarAccess> accesses;
     accesses.reserve(acc.size());

@@ -185,6 +185,9 @@ class Op final : public CompletionTarget {
   bool commute_taken = false;
   // The accesses hold a reference on their vars (released with the op).
   bool holds_var_refs = false;
+  // `observer` (line 2) is set: read here, so that a worker that makes the op ready or runs
+  // it does not fetch line 2 only to find no observer.
+  bool observed = false;
 
  private:
   std::atomic<int> refs_{1};
@@ -207,7 +210,7 @@ class Op final : public CompletionTarget {
   std::exception_ptr observer_error;
   // --- Line 2: the observer, the fields the destructor looks at, then the accesses' count
   // and heap pointer.
-  // The engine's observer when the op was pushed, if any.
+  // The engine's observer when the op was pushed, if any (then `observed`).
   std::shared_ptr<Observer> observer;
   // wait_to_read's rendezvous (OpKind::wait_to_read).
   Waiter* waiter = nullptr;
@@ -246,17 +249,27 @@ class Op final : public CompletionTarget {
     if (obs) observe_push_slow(obs);
   }
   void observe_ready() noexcept {
-    if (observer) observe_ready_slow();
+    if (observed) observe_ready_slow();
   }
   void observe_start(int worker) noexcept {
-    if (observer) observe_start_slow(worker);
+    if (observed) observe_start_slow(worker);
   }
   void observe_end(bool failed, bool skipped) noexcept {
-    if (observer) observe_end_slow(failed, skipped);
+    if (observed) observe_end_slow(failed, skipped);
+  }
+  // The op reports to its observer no more.
+  void drop_observer() noexcept {
+    observer.reset();
+    observed = false;
   }
 
   // The engine that pushed the op.
   const OpSink* sink() const noexcept { return sink_; }
+
+  // Asks, with intent to write, for the lines of the free record at `record` that making a
+  // plain op writes: the header (lines 0-2), the first accesses and the inline body (the
+  // record pool, before handing it out).
+  static void prefetch_free_record(const void* record) noexcept;
 
   // Asks for the lines of the record that running the op reads, from its header to the
   // start of its inline body, all at once: a worker about to run an op pushed long ago

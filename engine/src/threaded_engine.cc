@@ -466,6 +466,9 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuLaunch
 
   // Releases an access of `kind` to `v` and collects the ops its grants make ready.
   void release_access(VarState* v, AccessKind kind, ReadyList& ready) {
+    // A read that others of its version outlast grants nothing: released without the lock,
+    // so that the readers of a widely read var (a fan's hub) do not queue for it.
+    if (kind == AccessKind::read && v->queue.release_shared_read()) return;
     Access* granted;
     bool last;
     // A pending delete's callback is taken out under the lock: once the queue is idle, the
@@ -491,10 +494,14 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuLaunch
       delete v;
       return;
     }
-    // Each grant counts down its op's `wait`, a line the pushing thread wrote: asked for all
-    // at once, a run of granted reads pays for one transfer instead of one each.
+    // Each grant counts down its op's `wait`, a line the pushing thread wrote, and finish()
+    // reads the options of an op that became ready (its device and rank), on the next line:
+    // asked for all at once, a run of granted reads pays for one transfer instead of one
+    // each.
     for (Access* a = granted; a; a = a->next) {
-      if (!a->gate) __builtin_prefetch(&a->op->wait, 1, 3);
+      if (a->gate) continue;
+      __builtin_prefetch(&a->op->wait, 1, 3);
+      __builtin_prefetch(&a->op->opts, 0, 3);
     }
     while (granted) {
       Access* next = granted->next;  // read before the op can run and free it

@@ -90,7 +90,11 @@ struct VarQueue {
   // frees_memory_only; VarState::pending_delete): the release that leaves the queue idle
   // runs it. Set only on a queue that is not idle.
   bool delete_pending = false;
-  int running_reads = 0;
+  // Granted reads not yet released. Atomic because a read that is not the last of its
+  // version is released without the lock (release_shared_read): the count then never
+  // reaches zero outside the lock, so whether reads are running, which everything else
+  // here decides on, changes only under it.
+  std::atomic<int> running_reads{0};
   int group_running = 0;  // granted accesses of the current commute or reduce run
   // The first waiting (not yet granted) access. Changed under `lock`; atomic (relaxed: plain
   // loads and stores on x86) so that a running op may read it without the lock, as a hint of
@@ -104,8 +108,25 @@ struct VarQueue {
 
   // No access granted, waiting or parked on the var.
   bool idle() const noexcept {
-    return !write_active && running_reads == 0 && group_running == 0 && !head() &&
+    return !write_active && reads_running() == 0 && group_running == 0 && !head() &&
            !commute_held && !parked;
+  }
+  // Granted reads now (exact under `lock`; without it, may only fall, and not to zero).
+  int reads_running() const noexcept { return running_reads.load(std::memory_order_relaxed); }
+  // Releases a granted read without `lock` when other reads of its version still run (true):
+  // such a release grants nothing and cannot leave the queue idle. False when it may be the
+  // last: the caller then takes the lock and calls release(AccessKind::read). Nothing of the
+  // var may be touched after a true return (its last release, on another thread, may free
+  // it).
+  bool release_shared_read() noexcept {
+    int r = running_reads.load(std::memory_order_relaxed);
+    while (r > 1) {
+      if (running_reads.compare_exchange_weak(r, r - 1, std::memory_order_acq_rel,
+                                              std::memory_order_relaxed)) {
+        return true;
+      }
+    }
+    return false;
   }
   // Grants `a` at once if nothing conflicts (true), else queues it (false).
   bool grant_or_enqueue(Access& a) noexcept;
@@ -121,13 +142,13 @@ struct VarQueue {
   // Granted reads, an active write and a granted run exclude each other; a waiting head
   // exists only behind something granted; the FIFO's ends agree.
   void check() const noexcept {
-    DEPENGINE_INVARIANT(running_reads >= 0 && group_running >= 0,
+    DEPENGINE_INVARIANT(reads_running() >= 0 && group_running >= 0,
                         "a var's count of granted accesses went negative");
-    DEPENGINE_INVARIANT((write_active ? 1 : 0) + (running_reads > 0 ? 1 : 0) +
+    DEPENGINE_INVARIANT((write_active ? 1 : 0) + (reads_running() > 0 ? 1 : 0) +
                                 (group_running > 0 ? 1 : 0) <= 1,
                         "a var has accesses of different kinds granted together");
     DEPENGINE_INVARIANT((head() == nullptr) == (tail == nullptr), "a var queue's ends disagree");
-    DEPENGINE_INVARIANT(head() == nullptr || write_active || running_reads > 0 || group_running > 0,
+    DEPENGINE_INVARIANT(head() == nullptr || write_active || reads_running() > 0 || group_running > 0,
                         "a var queue waits behind nothing granted");
     DEPENGINE_INVARIANT(head() == nullptr || head_kind == head()->kind,
                         "a var queue's cached head kind disagrees with its head");
@@ -138,17 +159,17 @@ inline bool VarQueue::grant_or_enqueue(Access& a) noexcept {
   check();
   if (!head() && !write_active) {
     if (grouped(a.kind)) {
-      if (running_reads == 0 && (group_running == 0 || group_kind == a.kind)) {
+      if (reads_running() == 0 && (group_running == 0 || group_kind == a.kind)) {
         group_kind = a.kind;
         ++group_running;
         return true;
       }
     } else if (group_running == 0) {
       if (!writes(a.kind)) {
-        ++running_reads;
+        running_reads.fetch_add(1, std::memory_order_relaxed);
         return true;
       }
-      if (running_reads == 0) {
+      if (reads_running() == 0) {
         write_active = true;
         return true;
       }
@@ -192,10 +213,12 @@ void VarQueue::grant_head(Grant&& grant) noexcept {
     write_active = true;
     grant(pop());
   } else {
+    int n = 0;
     while (head() && head_kind == AccessKind::read) {
-      ++running_reads;
+      ++n;
       grant(pop());
     }
+    running_reads.fetch_add(n, std::memory_order_relaxed);
   }
 }
 
@@ -211,8 +234,9 @@ inline Access* VarQueue::release(AccessKind kind) noexcept {
     DEPENGINE_INVARIANT(group_running > 0, "a commute or reduce access released on a var without its run");
     if (--group_running == 0) grant_head(grant);
   } else if (!writes(kind)) {
-    DEPENGINE_INVARIANT(running_reads > 0, "a read released on a var with no running read");
-    if (--running_reads == 0) grant_head(grant);
+    const int before = running_reads.fetch_sub(1, std::memory_order_acq_rel);
+    DEPENGINE_INVARIANT(before > 0, "a read released on a var with no running read");
+    if (before == 1) grant_head(grant);
   } else {
     DEPENGINE_INVARIANT(write_active, "a write released on a var with no active write");
     write_active = false;
