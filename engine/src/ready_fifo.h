@@ -31,6 +31,13 @@ class ReadyFifo {
     slots_[tail_++ & mask_] = op;
   }
 
+  // Queues `n` ops in order under one acquisition of the lock.
+  void push(Op* const* ops, std::size_t n) {
+    std::lock_guard lk(lock_);
+    while (tail_ - head_ + n > mask_ + 1) grow();
+    for (std::size_t i = 0; i < n; ++i) slots_[tail_++ & mask_] = ops[i];
+  }
+
   // The oldest op, or null when empty; `next` is set to the op queued behind it, or null
   // (a hint: another thread may take it first).
   Op* try_pop(Op*& next) noexcept {

@@ -165,6 +165,15 @@ void Scheduler::submit(Op* op) {
   spawn_drainer_if_needed();
 }
 
+void Scheduler::submit_rank0(Op* const* ops, std::size_t n) {
+  normal_.fifo.push(ops, n);
+  normal_.queued.fetch_add(static_cast<long>(n), std::memory_order_seq_cst);
+  // One drain task is enough: one that finds more ops queued behind the one it took starts
+  // another (drain()).
+  if (normal_.lingering.load(std::memory_order_seq_cst) > 0) return;
+  spawn_drainer_if_needed();
+}
+
 bool Scheduler::keep_continuation(const Op& next) const noexcept {
   if (high_size_.load(std::memory_order_acquire) > 0) return false;
   return rank(next) >= 0 || normal_.queued.load(std::memory_order_acquire) == 0;

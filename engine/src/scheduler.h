@@ -73,6 +73,11 @@ class Scheduler {
 
   // Queues a ready op and wakes or starts a drain task for it. Thread-safe.
   void submit(Op* op);
+  // Queues `n` ready ops of rank 0, in order, as submit() would one by one, but taking the
+  // queue's line once: a release that makes many ops ready at once (the readers of a var
+  // whose write finished) would otherwise pull that line back from the popping workers for
+  // every op. Thread-safe.
+  void submit_rank0(Op* const* ops, std::size_t n);
   int threads() const noexcept { return threads_; }
 
   // True when `next`, an op the caller just made ready, may run on the caller's thread

@@ -575,13 +575,30 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuLaunch
         if (r->counted() && r->opts.device.is_cpu() && (!next || rank(*r) > rank(*next))) next = r;
       });
     }
+    // The ready CPU ops of rank 0 go to the scheduler in chunks (Scheduler::submit_rank0),
+    // small enough that the first are taken while the rest are still being queued.
+    constexpr std::size_t kChunk = 32;
+    Op* chunk[kChunk];
+    std::size_t queued = 0;
+    auto submit_chunk = [&] {
+      if (queued == 1) {
+        sched_->submit(chunk[0]);
+      } else if (queued > 1) {
+        sched_->submit_rank0(chunk, queued);
+      }
+      queued = 0;
+    };
     ready.for_each([&](Op* r) {
-      if (r == next) {
-        r->observe_ready();
+      r->observe_ready();
+      if (r == next) return;
+      if (r->kind != OpKind::wait_to_read && r->opts.device.is_cpu() && rank(*r) == 0) {
+        chunk[queued++] = r;
+        if (queued == kChunk) submit_chunk();
       } else {
-        dispatch(r);
+        redispatch(r);
       }
     });
+    submit_chunk();
     return next;
   }
 

@@ -231,6 +231,62 @@ TEST(SchedulerReadyFifo, KeepsPushOrderAcrossGrowth) {
   EXPECT_EQ(fifo.try_pop(behind), nullptr);
 }
 
+// Pushes of several ops at once keep the FIFO order too, a batch larger than the ring
+// included (it grows as often as it must).
+TEST(SchedulerReadyFifo, BatchPushesKeepPushOrder) {
+  detail::ReadyFifo fifo;
+  detail::Op* behind = nullptr;
+  auto op = [](std::size_t i) { return reinterpret_cast<detail::Op*>((i + 1) * 64); };
+  std::size_t pushed = 0, popped = 0;
+  std::vector<detail::Op*> batch;
+  for (std::size_t n : {1u, 7u, 32u, 1000u, 5000u, 3u}) {
+    batch.clear();
+    for (std::size_t k = 0; k < n; ++k) batch.push_back(op(pushed++));
+    fifo.push(batch.data(), batch.size());
+    for (std::size_t k = 0; k < n / 2; ++k) {
+      ASSERT_EQ(fifo.try_pop(behind), op(popped));
+      ++popped;
+    }
+  }
+  while (popped < pushed) {
+    ASSERT_EQ(fifo.try_pop(behind), op(popped));
+    ++popped;
+  }
+  EXPECT_EQ(fifo.try_pop(behind), nullptr);
+}
+
+// Ops queued together (a release that made many ready at once) all run, whether the drain
+// tasks were parked, lingering or busy when they came.
+TEST(SchedulerWakeUp, OpsQueuedTogetherAllRun) {
+  struct Runner final : detail::CpuRunner {
+    std::atomic<int> ran{0};
+    detail::Op* run_cpu(detail::Op* op, int) override {
+      ran.fetch_add(1);
+      op->release();
+      return nullptr;
+    }
+  };
+  auto make = [] { return new detail::Op(nullptr, detail::OpKind::body, PushOptions{}); };
+  for (int threads : {1, 2, 4}) {
+    Runner runner;
+    detail::Scheduler sched(threads, runner);
+    int total = 0;
+    for (int round = 0; round < 50; ++round) {
+      std::vector<detail::Op*> ops;
+      for (int k = 0; k < 1 + round % 40; ++k) ops.push_back(make());
+      sched.submit_rank0(ops.data(), ops.size());
+      total += static_cast<int>(ops.size());
+      // Every few rounds the tasks are given time to run out of ops and park (the test
+      // holds whether they did or not: the sleep only varies what the batch finds).
+      if (round % 10 == 9) {
+        ASSERT_TRUE(eventually([&] { return runner.ran.load() == total; }));
+        std::this_thread::sleep_for(detail::Scheduler::kPark);
+      }
+    }
+    EXPECT_TRUE(eventually([&] { return runner.ran.load() == total; })) << threads << " threads";
+  }
+}
+
 #ifdef __linux__
 // Pool threads run SCHED_BATCH, so that waking one never preempts the frontend that woke it.
 TEST(SchedulerWakeUp, PoolThreadsDoNotPreemptTheirWaker) {
