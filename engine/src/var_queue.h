@@ -119,14 +119,15 @@ struct VarQueue {
   // var may be touched after a true return (its last release, on another thread, may free
   // it).
   bool release_shared_read() noexcept {
-    int r = running_reads.load(std::memory_order_relaxed);
-    while (r > 1) {
-      if (running_reads.compare_exchange_weak(r, r - 1, std::memory_order_acq_rel,
-                                              std::memory_order_relaxed)) {
-        return true;
-      }
+    // A compare-and-swap from a guess rather than a load first: it takes the line for
+    // writing at once, and a failure gives the count; a load would bring the line shared,
+    // and the swap then fetch it again.
+    int r = 2;
+    while (!running_reads.compare_exchange_weak(r, r - 1, std::memory_order_acq_rel,
+                                                std::memory_order_relaxed)) {
+      if (r <= 1) return false;
     }
-    return false;
+    return true;
   }
   // Grants `a` at once if nothing conflicts (true), else queues it (false).
   bool grant_or_enqueue(Access& a) noexcept;
