@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""A/B of two builds of the engine library in one depengine_peers binary.
+
+The engine is a shared library (build/release/engine/libdepengine_engine.so*), so two builds
+of it can run under the same benchmark binary: copy each build's library files into a
+folder, and this script runs depengine_peers with LD_LIBRARY_PATH pointing at one folder,
+then the other, round after round. Each process also runs Taskflow's dependent-async (when
+the binary was built with -DDEPENGINE_TASKFLOW_DIR=), and the figure compared is depengine's
+ns per task over Taskflow's in the same process, which takes out much of what the machine
+does from one process to the next. Prints each process's figures, then per pattern and
+build the median ratio, its quartiles, and the share of (A, B) round pairs where B is lower.
+
+    mkdir -p /tmp/a && cp -a build/release/engine/libdepengine_engine.so* /tmp/a/
+    ... change the engine, rebuild, copy into /tmp/b ...
+    python3 bench/peers/ab_engine.py --rounds 20 /tmp/a /tmp/b
+
+No timed test depends on it; docs/benchmarks.md quotes its output.
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+
+PATTERNS = ["trivial", "chain", "random_dag", "fan"]
+
+
+def run_once(binary, libdir, patterns, peer, threads):
+    env = dict(os.environ, LD_LIBRARY_PATH=libdir)
+    cmd = [binary, "--threads", str(threads), "--reps", "5", "--warmup", "1",
+           "--max-tasks", "100000", "--sizes", "0", "--patterns", ",".join(patterns),
+           "--runtimes", "depengine," + peer]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"ab_engine: {' '.join(cmd)} exited {done.returncode}:\n{done.stderr.strip()}")
+    out = done.stdout
+    # The "ns per task" table: a header naming the columns (pattern, parallelism, then the
+    # runtimes, the serial loop among them), then one line per pattern.
+    lines = out.splitlines()
+    start = next(i for i, l in enumerate(lines) if l.startswith("ns per task"))
+    header = lines[start + 1].split()
+    if peer not in header:
+        sys.exit(f"ab_engine: {binary} did not run '{peer}' (built without its peer?)")
+    ours, theirs = header.index("depengine"), header.index(peer)
+    figures = {}
+    for line in lines[start + 2:]:
+        f = line.split()
+        if len(f) != len(header) or f[0] not in patterns:
+            break
+        figures[f[0]] = (float(f[ours]), float(f[theirs]))
+    missing = [pat for pat in patterns if pat not in figures]
+    if missing:
+        sys.exit(f"ab_engine: no figures for {', '.join(missing)} in:\n{out}")
+    return figures
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("a", help="folder with build A's libdepengine_engine.so*")
+    p.add_argument("b", help="folder with build B's libdepengine_engine.so*")
+    p.add_argument("--rounds", type=int, default=10)
+    p.add_argument("--patterns", default=",".join(PATTERNS))
+    p.add_argument("--peer", default="taskflow-async")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--binary", default="build/release/bench/peers/depengine_peers")
+    args = p.parse_args()
+    patterns = args.patterns.split(",")
+    if not os.access(args.binary, os.X_OK):
+        sys.exit(f"ab_engine: {args.binary} is not an executable (build the release preset)")
+    for d in (args.a, args.b):
+        if not os.path.isdir(d) or not any(
+                n.startswith("libdepengine_engine.so") for n in os.listdir(d)):
+            sys.exit(f"ab_engine: {d} has no libdepengine_engine.so*")
+    ratios = {(pat, d): [] for pat in patterns for d in ("A", "B")}
+    for r in range(1, args.rounds + 1):
+        for name, d in (("A", args.a), ("B", args.b)):
+            figs = run_once(args.binary, d, patterns, args.peer, args.threads)
+            shown = "  ".join(f"{pat} {figs[pat][0]:.0f}/{figs[pat][1]:.0f}" for pat in patterns)
+            print(f"round {r} {name}: {shown}  (ns per task, depengine/{args.peer})", flush=True)
+            for pat in patterns:
+                ratios[(pat, name)].append(figs[pat][0] / figs[pat][1])
+    print(f"\ndepengine / {args.peer}, same process: median (quartiles) over {args.rounds} rounds")
+    for pat in patterns:
+        a, b = ratios[(pat, "A")], ratios[(pat, "B")]
+        q = lambda v: statistics.quantiles(v, n=4) if len(v) > 1 else [v[0]] * 3
+        lower = sum(1 for x in b for y in a if x < y) / (len(a) * len(b))
+        print(f"{pat:11s} A {statistics.median(a):.2f} ({q(a)[0]:.2f}-{q(a)[2]:.2f})  "
+              f"B {statistics.median(b):.2f} ({q(b)[0]:.2f}-{q(b)[2]:.2f})  "
+              f"B lower in {lower:.0%} of pairs")
+
+
+if __name__ == "__main__":
+    main()
