@@ -158,18 +158,19 @@ void Scheduler::submit(Op* op) {
     low_.push(op);
     low_size_.fetch_add(1, std::memory_order_release);
   }
-  normal_.queued.fetch_add(1, std::memory_order_seq_cst);
-  // A lingering drain task will take the op (see wait_for_work()): the common case, checked
-  // here on the line the op was just queued on.
-  if (normal_.lingering.load(std::memory_order_seq_cst) > 0) return;
-  spawn_drainer_if_needed();
+  count_queued(1);
 }
 
 void Scheduler::submit_rank0(Op* const* ops, std::size_t n) {
   normal_.fifo.push(ops, n);
+  count_queued(n);
+}
+
+void Scheduler::count_queued(std::size_t n) {
   normal_.queued.fetch_add(static_cast<long>(n), std::memory_order_seq_cst);
-  // One drain task is enough: one that finds more ops queued behind the one it took starts
-  // another (drain()).
+  // A lingering drain task will take the op (see wait_for_work()): the common case, checked
+  // here on the line the op was just queued on. One task is enough for many ops: one that
+  // finds more queued behind the op it took starts another (drain()).
   if (normal_.lingering.load(std::memory_order_seq_cst) > 0) return;
   spawn_drainer_if_needed();
 }

@@ -128,6 +128,8 @@ class Scheduler {
   // Runs `op` and the continuations this thread keeps.
   void run_from(Op* op, int worker);
   void spawn_drainer_if_needed();
+  // Counts `n` ops just queued and makes sure a drain task will come for them.
+  void count_queued(std::size_t n);
   // Spins for kLinger, then parks for kPark; true when an op came, false when the drain task
   // should leave.
   bool wait_for_work(Parker& self);
