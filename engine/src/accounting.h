@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "depengine/error.h"
@@ -100,14 +101,14 @@ class Accounting {
   }
 
   // Applies `delta` (added modulo 2^64, so counts can leave and newly ready ops become active
-  // in one step) after one op of `epoch` (if not null) has finished, and notifies as the
+  // in one step) after `ops` ops of `epoch` (if not null) have finished, and notifies as the
   // rule above says. Returns the word after it.
-  std::uint64_t retire(Epoch* epoch, std::uint64_t delta) {
+  std::uint64_t retire(Epoch* epoch, std::uint64_t delta, std::size_t ops = 1) {
     std::size_t epoch_left = 1;
     if (epoch) {
-      const std::size_t pending = epoch->pending->fetch_sub(1);
-      DEPENGINE_INVARIANT(pending >= 1, "an epoch's pending count went negative");
-      epoch_left = pending - 1;
+      const std::size_t pending = epoch->pending->fetch_sub(ops);
+      DEPENGINE_INVARIANT(pending >= ops, "an epoch's pending count went negative");
+      epoch_left = pending - ops;
     }
     const std::uint64_t before = counters_.state.fetch_add(delta);
     const std::uint64_t after = before + delta;
@@ -269,6 +270,61 @@ class Accounting {
   std::atomic<int> callers_{0};  // threads inside wait_all, wait_to_read, back-pressure
   Notifier notifier_;            // wait_all, wait_to_read, back-pressure, shutdown
   std::mutex exit_mu_;           // see CountScope
+};
+
+// The retirements a CPU pool thread holds back (ThreadedCore::finish): every finish would
+// otherwise write the counter line that every push writes too, and with the frontend
+// pushing and the workers finishing, that line would cross between cores twice per op.
+// Held, they are applied together: when the thread finds the ready queues empty (before it
+// lingers, parks or leaves), before it runs an op of another engine or epoch, after
+// kMaxHeld ops, and before the thread blocks in a shutdown.
+//
+// Why that is enough: what is held only raises the published counts (an op whose finish
+// made more ops active than it retires is not held), so a waiter can only wait longer, never
+// return early; and every wait a held retirement delays is let go in time. A wait_all waits
+// for an epoch, so it also waits for the op the thread is running, unless that op is of
+// another epoch, and then what was held went before it ran. The same holds for shutdown's
+// wait for nothing in flight. Back-pressure (a bound) could be kept waiting by a running
+// op's neighbours, so a bounded engine holds nothing back. A shutdown from inside an op
+// waits for activity to fall to one: its thread lets its own go first, the others when they
+// run out of ops.
+class HeldRetires {
+ public:
+  static constexpr std::size_t kMaxHeld = 64;
+
+  // The calling thread's.
+  static HeldRetires& here() noexcept {
+    [[gnu::tls_model("initial-exec")]] thread_local HeldRetires held;
+    return held;
+  }
+
+  // Holds the retirement of one op of `epoch` (a counted op), `delta` as for retire(). The
+  // caller has checked that `delta` makes nobody newly active on balance.
+  void hold(Accounting& a, Epoch* epoch, std::uint64_t delta) {
+    if (ops_ != 0 && (owner_ != &a || epoch_ != epoch)) flush();
+    owner_ = &a;
+    epoch_ = epoch;
+    delta_ += delta;
+    if (++ops_ == kMaxHeld) flush();
+  }
+  // Applies what is held before the thread runs an op of `epoch` in `a`, when it was held
+  // for another engine or epoch.
+  void flush_unless(const Accounting& a, const Epoch* epoch) {
+    if (ops_ != 0 && (owner_ != &a || epoch_ != epoch)) [[unlikely]] flush();
+  }
+  // Applies what is held.
+  void flush() {
+    if (ops_ == 0) return;
+    const std::size_t ops = std::exchange(ops_, 0);
+    owner_->retire(epoch_, std::exchange(delta_, 0), ops);
+  }
+  std::size_t held() const noexcept { return ops_; }
+
+ private:
+  Accounting* owner_ = nullptr;
+  Epoch* epoch_ = nullptr;
+  std::size_t ops_ = 0;
+  std::uint64_t delta_ = 0;
 };
 
 }  // namespace depengine::detail

@@ -393,6 +393,7 @@ void Scheduler::drain(Scheduler* s) {
       if (s->normal_.queued.load(std::memory_order_seq_cst) != 0) s->spawn_drainer_if_needed();
       s->run_from(op, worker);
     }
+    s->runner_.ran_out();
     if (s->wait_for_work(s->parkers_[slot])) continue;
     // Leave, then look again: a submit that saw every drain task busy before the decrement
     // relies on this re-check (both sides use seq_cst on normal_.queued and drainers_).

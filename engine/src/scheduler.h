@@ -53,6 +53,10 @@ class CpuRunner {
   // lent by a wait); returns an op it made ready that the thread may run next, or null. The
   // scheduler decides whether it does (Scheduler::keep_continuation).
   virtual Op* run_cpu(Op* op, int worker) = 0;
+  // Called by a pool thread (a drain task) that found the ready queues empty, before it
+  // lingers, parks or leaves: the runner lets go of what it holds back on this thread
+  // (ThreadedCore: the retirements of the ops it finished, accounting.h's HeldRetires).
+  virtual void ran_out() {}
 
  protected:
   ~CpuRunner() = default;

@@ -167,6 +167,8 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuLaunch
   }
 
   void shutdown() noexcept override {
+    // This thread's held retirements (of this engine's or another's) go first.
+    HeldRetires::here().flush();
     {
       std::lock_guard lk(push_mu_);
       if (counts_.stage() == Stage::stopped) return;
@@ -201,6 +203,8 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuLaunch
   }
 
   void shutdown_from_own_op() noexcept override {
+    // Its thread's held retirements would keep activity above one.
+    HeldRetires::here().flush();
     {
       std::lock_guard lk(push_mu_);
       if (counts_.stage() == Stage::running) counts_.set_stage(Stage::draining);
@@ -222,6 +226,12 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuLaunch
 
   Op* run_cpu(Op* op, int worker) override {
     op->prefetch_record();
+    // Retirements this thread holds for another engine or epoch go before the op runs: it
+    // may block on a waiter of theirs (HeldRetires).
+    HeldRetires::here().flush_unless(counts_, op->epoch);
+    // A pool thread's retirements may be held; a thread lent by a wait holds none, as it
+    // leaves the pool without telling the scheduler.
+    const bool may_hold = worker < sched_->threads();
     // The op reads its vars' failures now and releases their queues when it finishes, both
     // on the vars' first lines, which the pushing thread most likely wrote last: asked for
     // with intent to write, together, each line comes over once and in parallel, instead
@@ -233,7 +243,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuLaunch
     if (!take_commute(op, [this](Op* parked) { redispatch(parked); })) return nullptr;
     if (devices_.await_inputs(op, device_failure)) return nullptr;
     if (Failure up = input_failure(*op, std::move(device_failure))) {
-      return finish(op, std::move(up), {.continuation = true});
+      return finish(op, std::move(up), {.continuation = true, .may_hold = may_hold});
     }
     // The vars' lines are here now (their failures were read). Their first waiting accesses,
     // which this op's release will most likely grant, live in other ops' records that the
@@ -259,8 +269,10 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuLaunch
     }
     const bool failed = error != nullptr;
     return finish(op, Failure{std::move(error), op->seq},
-                  {.original = failed, .continuation = true});
+                  {.original = failed, .continuation = true, .may_hold = may_hold});
   }
+
+  void ran_out() override { HeldRetires::here().flush(); }
 
   // GpuLaunchHost: what launch_gpu_op (gpu_launch.h) needs of the engine.
   void finish_launched(Op* op, Failure failure, bool original) override {
@@ -400,10 +412,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuLaunch
     op->seq = next_seq_++;
     op->stamp_versions();
     op->observe_push(observer_);
-    if (counted) {
-      op->epoch = push_epoch(running);
-      Accounting::add_to_epoch(op->epoch, 1);
-    }
+    if (counted) op->epoch = push_epoch(running);
     const int n = static_cast<int>(op->acc.size());
     op->wait.store(n + 1, std::memory_order_relaxed);
     int granted = 0;
@@ -417,6 +426,9 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuLaunch
     // meanwhile becomes active below, when this thread finds it ready.
     const bool all_granted = granted == n;
     if (counted) {
+      // The epoch's count and the state word share a line that finishing workers write too:
+      // updated one after the other, the second finds the line the first brought over.
+      Accounting::add_to_epoch(op->epoch, 1);
       std::uint64_t after;
       if (reserved) {
         // The provisional activity of the reservation goes when the op must wait.
@@ -526,6 +538,8 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuLaunch
   struct Ending {
     bool original = false;
     bool continuation = false;
+    // The caller is a pool thread, which may hold the op's retirement back (HeldRetires).
+    bool may_hold = false;
   };
 
   // Records the outcome, releases the accesses and dispatches what became ready. Returns
@@ -559,14 +573,22 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuLaunch
     // The newly ready ops become active in the same atomic step that retires this one, and
     // before any of them can run and retire itself.
     std::uint64_t delta = 0;
+    std::size_t now_active = 0;
     ready.for_each([&](Op* r) {
       if (!r->counted()) return;
       r->active = true;
-      delta += kActive;
+      ++now_active;
     });
+    delta += now_active * kActive;
     if (was_active) delta -= kActive;
     if (counted) delta -= 1;
-    if (counted || delta != 0) counts_.retire(counted ? epoch : nullptr, delta);
+    // Held back only when it raises no count: what is held may only delay a waiter.
+    if (how.may_hold && counted && now_active <= (was_active ? 1u : 0u) &&
+        counts_.bound() == 0) {
+      HeldRetires::here().hold(counts_, epoch, delta);
+    } else if (counted || delta != 0) {
+      counts_.retire(counted ? epoch : nullptr, delta);
+    }
     // The continuation offered to the scheduler is the most urgent ready CPU op; it keeps it
     // only when nothing more urgent is queued (Scheduler::keep_continuation).
     Op* next = nullptr;

@@ -212,5 +212,70 @@ TEST(Accounting, LastActiveWatchWakesAtOne) {
   waiter.join();
 }
 
+// A pool thread's held retirements (HeldRetires): counted as in flight until applied, and
+// the flush that applies them wakes the wait_all of their epoch.
+TEST(HeldRetires, CountUntilFlushedAndTheFlushWakesTheEpoch) {
+  Accounting a(0);
+  Epoch* e = a.current_epoch();
+  Accounting::add_to_epoch(e, 3);
+  a.raise(3 * Accounting::kOneActive);
+  const std::vector<Epoch*> open = a.watch_open_epochs();
+  std::atomic<int> step{0};
+  std::thread worker([&] {
+    for (int i = 0; i < 3; ++i) HeldRetires::here().hold(a, e, kDone);
+    step = 1;
+    while (step.load() != 2) std::this_thread::yield();
+    HeldRetires::here().flush();
+  });
+  while (step.load() != 1) std::this_thread::yield();
+  EXPECT_EQ(a.in_flight(), 3u);
+  EXPECT_EQ(a.active(), 3u);
+  EXPECT_FALSE(Accounting::drained(open));
+  step = 2;
+  EXPECT_TRUE(within_10s(a, [&] { return Accounting::drained(open); }));
+  worker.join();
+  EXPECT_TRUE(a.idle());
+  a.unwatch(open);
+}
+
+// What is held for one epoch or engine is applied before the thread holds (or runs an op)
+// for another, and a thread never holds more than kMaxHeld.
+TEST(HeldRetires, AnotherEpochOrEngineOrAFullHoldAppliesThem) {
+  Accounting a(0), b(0);
+  Epoch* first = a.current_epoch();
+  Accounting::add_to_epoch(first, 2);
+  a.raise(2 * Accounting::kOneActive);
+  const std::vector<Epoch*> open = a.watch_open_epochs();
+  Epoch* second = a.current_epoch();
+  ASSERT_NE(first, second);
+  Accounting::add_to_epoch(second, 1);
+  a.raise(Accounting::kOneActive);
+  HeldRetires& held = HeldRetires::here();
+  held.hold(a, first, kDone);
+  held.flush_unless(a, first);  // the same epoch: still held
+  EXPECT_EQ(held.held(), 1u);
+  EXPECT_EQ(a.in_flight(), 3u);
+  held.hold(a, second, kDone);  // another epoch: the first's op is applied
+  EXPECT_EQ(a.in_flight(), 2u);
+  held.flush_unless(a, first);  // about to run an op of the first epoch
+  EXPECT_EQ(held.held(), 0u);
+  EXPECT_EQ(a.in_flight(), 1u);
+  held.hold(a, first, kDone);
+  EXPECT_TRUE(Accounting::drained(open) == false);
+  // Another engine's accounting.
+  const std::size_t many = HeldRetires::kMaxHeld;
+  Accounting::add_to_epoch(b.current_epoch(), many);
+  b.raise(many * Accounting::kOneActive);
+  held.flush_unless(b, b.current_epoch());
+  EXPECT_EQ(a.in_flight(), 0u);
+  EXPECT_TRUE(Accounting::drained(open));
+  for (std::size_t i = 1; i < many; ++i) held.hold(b, b.current_epoch(), kDone);
+  EXPECT_EQ(b.in_flight(), many);
+  held.hold(b, b.current_epoch(), kDone);  // the kMaxHeld-th
+  EXPECT_EQ(held.held(), 0u);
+  EXPECT_TRUE(b.idle());
+  a.unwatch(open);
+}
+
 }  // namespace
 }  // namespace depengine::detail

@@ -370,6 +370,73 @@ TEST_P(Hardening, DeletingTheEngineFromItsOwnOp) {
   EXPECT_EQ(ran->load(), 21);
 }
 
+// A pool thread holds back the retirements of the ops it finishes (HeldRetires, accounting.h).
+// Deleting the engine from inside an op waits for every other op to leave; the deleting op's
+// own thread held those of the independent ops it ran before, which kept activity up: it
+// must let them go first, or the delete waits for itself.
+TEST(HeldRetires, DeletingTheEngineFromAnOpAfterIndependentOps) {
+  auto gone = std::make_shared<std::atomic<bool>>(false);
+  Engine* raw = Engine::create("threaded", {.cpu_threads = 1}).release();
+  auto ran = std::make_shared<std::atomic<int>>(0);
+  Var gate = raw->new_var();
+  // The worker waits on the first op until every other is queued, then runs them in order.
+  auto go = std::make_shared<std::atomic<bool>>(false);
+  raw->push([go] {
+    while (!go->load()) std::this_thread::yield();
+  }, {}, {gate});
+  std::vector<Var> vars;
+  for (int i = 0; i < 20; ++i) {
+    vars.push_back(raw->new_var());
+    raw->push([ran] { ++*ran; }, {}, {vars.back()});
+  }
+  raw->push([raw, ran, gone] {
+    delete raw;
+    ++*ran;
+    *gone = true;
+  }, {}, {raw->new_var()});
+  vars.clear();
+  *go = true;
+  const auto until = std::chrono::steady_clock::now() + 20s;
+  while (!gone->load() && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(1ms);
+  }
+  EXPECT_TRUE(gone->load()) << "deleting the engine from its op did not return";
+  EXPECT_EQ(ran->load(), 21);
+}
+
+// A wait_all waits for its epoch. The one worker finishes the epoch's last op, holds its
+// retirement, and takes an op pushed after the wait_all began, which runs until that wait
+// returns: the held retirement must go before the later op runs, or neither ends.
+TEST(HeldRetires, AnOpOfALaterEpochDoesNotKeepAnEarlierWaitAllWaiting) {
+  auto e = Engine::create("threaded", {.cpu_threads = 1});
+  Var a = e->new_var(), b = e->new_var();
+  std::atomic<bool> go{false}, returned{false}, timed_out{false};
+  e->push([&] {
+    while (!go.load()) std::this_thread::yield();
+  }, {}, {a});
+  std::thread waiter([&] {
+    e->wait_all();
+    returned = true;
+  });
+  // Until the waiter has begun its wait (and opened the next epoch) and gone to sleep: the
+  // op below is then of a later epoch, and the waiter does not run it itself.
+  std::this_thread::sleep_for(100ms);
+  e->push([&] {
+    const auto until = std::chrono::steady_clock::now() + 10s;
+    while (!returned.load()) {
+      if (std::chrono::steady_clock::now() > until) {
+        timed_out = true;
+        return;
+      }
+      std::this_thread::yield();
+    }
+  }, {}, {b});
+  go = true;
+  waiter.join();
+  e->wait_all();
+  EXPECT_FALSE(timed_out.load()) << "the earlier wait_all waited for the later op";
+}
+
 // One frontend keeps writing (and failing) a var while another waits on it. The naive engine
 // no longer holds its lock while ops run, so the failures it stores must still be ordered
 // with the waiter's read of them (TSan saw the race).
