@@ -10,6 +10,11 @@ ns per task over Taskflow's in the same process, which takes out much of what th
 does from one process to the next. Prints each process's figures, then per pattern and
 build the median ratio, its quartiles, and the share of (A, B) round pairs where B is lower.
 
+The peer is not always a neutral yardstick: an engine build can change the peer's own
+figure in the same process (in stop 37, Taskflow's chain took about 1,100 ns per task in
+processes with one build and 480 with the other). `--peer none` runs depengine alone and
+compares its ns per task directly; run both before trusting a ratio that moved.
+
     mkdir -p /tmp/a && cp -a build/release/engine/libdepengine_engine.so* /tmp/a/
     ... change the engine, rebuild, copy into /tmp/b ...
     python3 bench/peers/ab_engine.py --rounds 20 /tmp/a /tmp/b
@@ -29,7 +34,7 @@ def run_once(binary, libdir, patterns, peer, threads):
     env = dict(os.environ, LD_LIBRARY_PATH=libdir)
     cmd = [binary, "--threads", str(threads), "--reps", "5", "--warmup", "1",
            "--max-tasks", "100000", "--sizes", "0", "--patterns", ",".join(patterns),
-           "--runtimes", "depengine," + peer]
+           "--runtimes", "depengine" if peer == "none" else "depengine," + peer]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if done.returncode != 0:
         sys.exit(f"ab_engine: {' '.join(cmd)} exited {done.returncode}:\n{done.stderr.strip()}")
@@ -39,15 +44,15 @@ def run_once(binary, libdir, patterns, peer, threads):
     lines = out.splitlines()
     start = next(i for i, l in enumerate(lines) if l.startswith("ns per task"))
     header = lines[start + 1].split()
-    if peer not in header:
+    if peer != "none" and peer not in header:
         sys.exit(f"ab_engine: {binary} did not run '{peer}' (built without its peer?)")
-    ours, theirs = header.index("depengine"), header.index(peer)
+    ours = header.index("depengine")
     figures = {}
     for line in lines[start + 2:]:
         f = line.split()
         if len(f) != len(header) or f[0] not in patterns:
             break
-        figures[f[0]] = (float(f[ours]), float(f[theirs]))
+        figures[f[0]] = (float(f[ours]), 1.0 if peer == "none" else float(f[header.index(peer)]))
     missing = [pat for pat in patterns if pat not in figures]
     if missing:
         sys.exit(f"ab_engine: no figures for {', '.join(missing)} in:\n{out}")
@@ -60,7 +65,8 @@ def main():
     p.add_argument("b", help="folder with build B's libdepengine_engine.so*")
     p.add_argument("--rounds", type=int, default=10)
     p.add_argument("--patterns", default=",".join(PATTERNS))
-    p.add_argument("--peer", default="taskflow-async")
+    p.add_argument("--peer", default="taskflow-async",
+                   help="the runtime to divide by in each process, or 'none' (ns per task)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--binary", default="build/release/bench/peers/depengine_peers")
     args = p.parse_args()
@@ -75,17 +81,27 @@ def main():
     for r in range(1, args.rounds + 1):
         for name, d in (("A", args.a), ("B", args.b)):
             figs = run_once(args.binary, d, patterns, args.peer, args.threads)
-            shown = "  ".join(f"{pat} {figs[pat][0]:.0f}/{figs[pat][1]:.0f}" for pat in patterns)
-            print(f"round {r} {name}: {shown}  (ns per task, depengine/{args.peer})", flush=True)
+            if args.peer == "none":
+                shown = "  ".join(f"{pat} {figs[pat][0]:.0f}" for pat in patterns)
+                print(f"round {r} {name}: {shown}  (ns per task, depengine)", flush=True)
+            else:
+                shown = "  ".join(f"{pat} {figs[pat][0]:.0f}/{figs[pat][1]:.0f}" for pat in patterns)
+                print(f"round {r} {name}: {shown}  (ns per task, depengine/{args.peer})",
+                      flush=True)
             for pat in patterns:
                 ratios[(pat, name)].append(figs[pat][0] / figs[pat][1])
-    print(f"\ndepengine / {args.peer}, same process: median (quartiles) over {args.rounds} rounds")
+    if args.peer == "none":
+        print(f"\ndepengine alone, ns per task: median (quartiles) over {args.rounds} rounds")
+    else:
+        print(f"\ndepengine / {args.peer}, same process: median (quartiles) over {args.rounds} "
+              "rounds")
     for pat in patterns:
         a, b = ratios[(pat, "A")], ratios[(pat, "B")]
         q = lambda v: statistics.quantiles(v, n=4) if len(v) > 1 else [v[0]] * 3
         lower = sum(1 for x in b for y in a if x < y) / (len(a) * len(b))
-        print(f"{pat:11s} A {statistics.median(a):.2f} ({q(a)[0]:.2f}-{q(a)[2]:.2f})  "
-              f"B {statistics.median(b):.2f} ({q(b)[0]:.2f}-{q(b)[2]:.2f})  "
+        fmt = ".0f" if args.peer == "none" else ".2f"
+        print(f"{pat:11s} A {statistics.median(a):{fmt}} ({q(a)[0]:{fmt}}-{q(a)[2]:{fmt}})  "
+              f"B {statistics.median(b):{fmt}} ({q(b)[0]:{fmt}}-{q(b)[2]:{fmt}})  "
               f"B lower in {lower:.0%} of pairs")
 
 

@@ -104,14 +104,16 @@ class Accounting {
   // in one step) after `ops` ops of `epoch` (if not null) have finished, and notifies as the
   // rule above says. Returns the word after it.
   std::uint64_t retire(Epoch* epoch, std::uint64_t delta, std::size_t ops = 1) {
+    // The state word first: a wait_all that sees its epoch drain then finds the ops gone
+    // from in_flight() too (Engine::pending).
+    const std::uint64_t before = counters_.state.fetch_add(delta);
+    const std::uint64_t after = before + delta;
     std::size_t epoch_left = 1;
     if (epoch) {
       const std::size_t pending = epoch->pending->fetch_sub(ops);
       DEPENGINE_INVARIANT(pending >= ops, "an epoch's pending count went negative");
       epoch_left = pending - ops;
     }
-    const std::uint64_t before = counters_.state.fetch_add(delta);
-    const std::uint64_t after = before + delta;
     DEPENGINE_INVARIANT(inflight_of(after) < (kActive >> 1) && active_of(after) < (kActive >> 1),
                         "the count of ops in flight or active went negative");
     if (notify_needed(before, after, epoch_left)) notifier_.notify_all();
@@ -277,7 +279,9 @@ class Accounting {
 // pushing and the workers finishing, that line would cross between cores twice per op.
 // Held, they are applied together: when the thread finds the ready queues empty (before it
 // lingers, parks or leaves), before it runs an op of another engine or epoch, after
-// kMaxHeld ops, and before the thread blocks in a shutdown.
+// kMaxHeld ops, and before the thread blocks in a shutdown. A finish that leaves no other op
+// ready or queued is not held, and takes what was held with it: the counts are exact again
+// when the engine runs out of work, before the waiters that finish woke look at them.
 //
 // Why that is enough: what is held only raises the published counts (an op whose finish
 // made more ops active than it retires is not held), so a waiter can only wait longer, never

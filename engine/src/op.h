@@ -1,5 +1,5 @@
 // The operation record shared by both engines, with its accesses (a var's state is in
-// var_state.h). The threaded engine links accesses into per-var queues (var_queue.h).
+// var_state.h). The threaded engine queues accesses in per-var queues (var_queue.h).
 #pragma once
 
 #include <atomic>
@@ -30,7 +30,7 @@ struct ReduceLinksDelete {
   void operator()(ReduceLinks* links) const noexcept;
 };
 
-// Accesses stored inline for the common small case: up to six covers every Task Bench
+// Accesses stored inline for the common small case: up to seven covers every Task Bench
 // pattern (stencil: 3 reads + 1 write; nearest, spread: 5 + 1) and the ops of tiled linear
 // algebra, so only long var lists pay a heap allocation.
 class AccessArray {
@@ -50,7 +50,7 @@ class AccessArray {
 
  private:
   friend class Op;  // its layout check
-  static constexpr std::size_t kInline = 6;
+  static constexpr std::size_t kInline = 7;
   // Where the accesses are and how many, then the first ones: begin() reads the line the
   // first accesses start on.
   std::unique_ptr<Access[]> heap_;
@@ -168,8 +168,8 @@ class Op final : public CompletionTarget {
   // (100,000 at a time in the peers benchmarks), so a worker often finds an op's record in
   // memory, not in a cache, and pays a miss per line. What pushing, running, finishing and
   // destroying a plain op reads or writes fills lines 0-2; the inline accesses start on
-  // line 3 (op.cc checks it), so that three of them take two lines; a body of up to 64
-  // bytes takes one more. Such an op touches 6 lines of its record (it was 9).
+  // line 3 (op.cc checks it), two to a line; a body of up to 64 bytes takes one more. An op
+  // of three or four accesses touches 6 lines of its record (it was 9).
 
   // --- Line 0 (after the vtable pointer): read or written for every op.
   OpFunction* fn = nullptr;  // the body; null for wait_to_read's op
@@ -228,20 +228,20 @@ class Op final : public CompletionTarget {
   Op* next_parked = nullptr;
   // The reduction an OpKind::reduce_combine op combines.
   ReduceGroup* combines = nullptr;
+  // Naive engine: the seq of the outermost op whose epoch this one belongs to (its own
+  // seq, unless a running op of the engine pushed it).
+  std::uint64_t epoch_root = 0;
 
  private:
+  std::size_t heap_body_align_ = 0;  // heap_body_'s alignment
   // Checks at compile time that the inline accesses and the body start lines (op.cc).
   static void check_layout() noexcept;
   // Bodies up to this size (most lambdas: a few pointers or shared_ptrs) live in the op,
   // from the start of a line.
   static constexpr std::size_t kBodyInline = 96;
   alignas(alignof(std::max_align_t)) unsigned char body_storage_[kBodyInline];
-  std::size_t heap_body_align_ = 0;  // heap_body_'s alignment
 
  public:
-  // Naive engine: the seq of the outermost op whose epoch this one belongs to (its own
-  // seq, unless a running op of the engine pushed it).
-  std::uint64_t epoch_root = 0;
 
   // Observer events, contained: an observer that throws stops receiving this op's events,
   // and its exception goes to observer_error. None of these throws.
@@ -296,6 +296,9 @@ class Op final : public CompletionTarget {
 
   ~Op();
 };
+
+static_assert(alignof(Op) >= Waiting::kFreeBits,
+              "a var queue keeps an access's kind in the low bits of its op's address");
 
 struct OpRelease {
   void operator()(Op* op) const noexcept { op->release(); }

@@ -20,7 +20,8 @@ namespace depengine::detail {
 // A var's compound access in one fast replay (ReplayPlan::Gate): queued in the var's queue
 // like any access; granted, it releases the segment's first ops on the var; released when
 // the last of the segment's ops on the var has finished.
-struct ReplayGate : Access {
+// Aligned so that a var queue's word for it has room for the kind and the gate bit (Waiting).
+struct alignas(Waiting::kFreeBits) ReplayGate : Access {
   ReplayGate() : Access{} {}
   ReplayRun* run = nullptr;
   std::uint32_t index = 0;

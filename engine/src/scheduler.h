@@ -83,6 +83,8 @@ class Scheduler {
   // every op. Thread-safe.
   void submit_rank0(Op* const* ops, std::size_t n);
   int threads() const noexcept { return threads_; }
+  // Some op is queued (a hint: another thread may take it at once).
+  bool queued_now() const noexcept { return normal_.queued.load(std::memory_order_relaxed) != 0; }
 
   // True when `next`, an op the caller just made ready, may run on the caller's thread
   // right away: no op of a higher rank is queued (for rank < 0: no op at all). Else the

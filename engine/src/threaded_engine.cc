@@ -118,6 +118,8 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuLaunch
     for (const ReplayPlan::Gate& g : plan.gates) {
       if (g.var->deleted) return false;
     }
+    // Room for each gate, and for the combining op of an open reduction before it.
+    for (const ReplayPlan::Gate& g : plan.gates) g.var->queue.make_room(g.var->reduction_open ? 2 : 1);
     // Nothing below throws. A run of reduce accesses ends before the replay's first access.
     for (const ReplayPlan::Gate& g : plan.gates) {
       if (g.var->reduction_open) combine_reduction(g.var);
@@ -140,7 +142,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuLaunch
         std::lock_guard vl(gate.var->queue.lock);
         granted = gate.var->queue.grant_or_enqueue(gate);
       }
-      if (granted) grant(&gate, ready);
+      if (granted) grant_gate(gate, ready);
     }
     // The run now belongs to its ops; each op's own hold (the +1) goes last, and the ops
     // it brings to zero are ready.
@@ -245,12 +247,14 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuLaunch
     if (Failure up = input_failure(*op, std::move(device_failure))) {
       return finish(op, std::move(up), {.continuation = true, .may_hold = may_hold});
     }
-    // The vars' lines are here now (their failures were read). Their first waiting accesses,
-    // which this op's release will most likely grant, live in other ops' records that the
-    // pushing thread wrote: asked for now, they come over while the body runs, not inside
-    // the release's critical section.
+    // The vars' lines are here now (their failures were read). Their first waiting accesses
+    // are most likely what this op's release will grant: their ops' first lines, which the
+    // pushing thread wrote and the grant writes, are asked for now, to come over while the
+    // body runs rather than inside the release.
     for (const Access& a : op->acc) {
-      if (Access* next = a.var->queue.head()) __builtin_prefetch(next, 0, 3);
+      if (a.var->queue.waiting_now() == 0) continue;
+      const Waiting next = a.var->queue.first_hint();
+      if (!next.is_gate()) __builtin_prefetch(next.op(), 1, 3);
     }
     op->observe_start(worker);
     RunContext ctx{Device::cpu(), op->opts.lane, worker, nullptr};
@@ -325,7 +329,10 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuLaunch
       check_admission(counts_.stage(), *op, to_delete != nullptr, owns(running));
       for (const Access& a : op->acc) {
         if (a.var->deleted) [[unlikely]] op->check_not_deleted();  // throws, naming the first
-        ends_reductions |= a.var->reduction_open && a.kind != AccessKind::reduce;
+        const bool ends = a.var->reduction_open && a.kind != AccessKind::reduce;
+        ends_reductions |= ends;
+        // Room in the var's queue for this access, and for the combining op's before it.
+        a.var->queue.make_room(ends ? 2 : 1);
       }
       if (op->has_reduce) check_reductions(*op);
     } catch (...) {
@@ -481,15 +488,15 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuLaunch
     // A read that others of its version outlast grants nothing: released without the lock,
     // so that the readers of a widely read var (a fan's hub) do not queue for it.
     if (kind == AccessKind::read && v->queue.release_shared_read()) return;
-    Access* granted;
     bool last;
     // A pending delete's callback is taken out under the lock: once the queue is idle, the
     // var's last handle may be dropped on another thread, which then frees it (var_release).
     std::function<void()> on_deleted;
     std::uint64_t deleted_seq = 0;
+    Granted granted;
     {
       std::lock_guard lk(v->queue.lock);
-      granted = v->queue.release(kind);
+      v->queue.release(kind, granted);
       const bool idle = v->queue.idle();
       last = v->queue.orphaned && idle;
       if (v->queue.delete_pending && idle) [[unlikely]] {
@@ -508,27 +515,23 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuLaunch
     }
     // Each grant counts down its op's `wait`, a line the pushing thread wrote, and finish()
     // reads the options of an op that became ready (its device and rank), on the next line:
-    // asked for all at once, a run of granted reads pays for one transfer instead of one
-    // each.
-    for (Access* a = granted; a; a = a->next) {
-      if (a->gate) continue;
-      __builtin_prefetch(&a->op->wait, 1, 3);
-      __builtin_prefetch(&a->op->opts, 0, 3);
+    // asked for all at once, a run of granted reads pays for about one transfer instead of
+    // one each.
+    for (Waiting w : granted) {
+      if (w.is_gate()) continue;
+      __builtin_prefetch(&w.op()->wait, 1, 3);
+      __builtin_prefetch(&w.op()->opts, 0, 3);
     }
-    while (granted) {
-      Access* next = granted->next;  // read before the op can run and free it
-      grant(granted, ready);
-      granted = next;
-    }
+    for (Waiting w : granted) grant(w, ready);
   }
 
   // One granted access: its op is ready when it was the last grant it missed; a replay's
   // gate releases the segment's first ops on its var instead.
-  static void grant(Access* a, ReadyList& ready) {
-    if (a->gate) {
-      grant_gate(*static_cast<ReplayGate*>(a), ready);
+  static void grant(Waiting w, ReadyList& ready) {
+    if (w.is_gate()) {
+      grant_gate(*static_cast<const ReplayGate*>(w.gate()), ready);
     } else {
-      count_down(a->op, ready);
+      count_down(w.op(), ready);
     }
   }
 
@@ -582,11 +585,15 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuLaunch
     delta += now_active * kActive;
     if (was_active) delta -= kActive;
     if (counted) delta -= 1;
-    // Held back only when it raises no count: what is held may only delay a waiter.
+    // Held back only when it raises no count (what is held may only delay a waiter), and
+    // while other ops are in flight (made ready here, or queued): a thread about to run out
+    // of ops retires at once, with what it held, so that an engine that has finished
+    // everything never shows an op pending (Engine::pending) to a waiter it woke.
     if (how.may_hold && counted && now_active <= (was_active ? 1u : 0u) &&
-        counts_.bound() == 0) {
+        counts_.bound() == 0 && (now_active != 0 || sched_->queued_now())) {
       HeldRetires::here().hold(counts_, epoch, delta);
     } else if (counted || delta != 0) {
+      if (how.may_hold) HeldRetires::here().flush();
       counts_.retire(counted ? epoch : nullptr, delta);
     }
     // The continuation offered to the scheduler is the most urgent ready CPU op; it keeps it
@@ -668,6 +675,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuLaunch
   void combine_reduction(VarState* v) {
     // The map's handle may be the last one, and ops hold no reference on their vars: it goes
     // only once the combining op's access is queued, which keeps v alive from then on.
+    v->queue.make_room(1);
     auto entry = open_reductions_.find(v);
     const Var keep = std::move(entry->second);
     open_reductions_.erase(entry);

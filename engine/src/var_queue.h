@@ -1,15 +1,18 @@
 // A var's queue of pending accesses (the threaded engine's half of VarState). Granted
 // accesses are counted (running reads, one active write, or a run of commute or reduce
-// accesses); waiting ones form a FIFO linked through Access::next. Reads of one version are
-// granted together, a write alone, a run of consecutive commute (or reduce) accesses
-// together, in push order. Commute accesses granted together still exclude each other when
-// they run: commute.h takes `commute_held` when the op starts. Every member is called under
-// `lock`.
+// accesses); waiting ones wait in a ring of words, each naming the op (or replay gate) and
+// the kind of access, in push order. Reads of one version are granted together, a write
+// alone, a run of consecutive commute (or reduce) accesses together. Commute accesses
+// granted together still exclude each other when they run: commute.h takes `commute_held`
+// when the op starts. Every member is called under `lock`, unless it says otherwise.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
+#include <new>
 #include <type_traits>
+#include <vector>
 
 #include "invariant.h"
 #include "spin_lock.h"
@@ -46,18 +49,12 @@ constexpr bool sets_failure(AccessKind k) noexcept {
 // (A reduce access's failure reaches its var through its reduction's combining op.)
 constexpr bool merges_failure(AccessKind k) noexcept { return k == AccessKind::commute; }
 
-// One op's access to one var; also the node of that var's queue of waiting accesses.
-// Trivially constructible, so that an op's inline array of them costs nothing until filled;
-// build one with make_access.
+// One op's access to one var. Trivially constructible, so that an op's inline array of them
+// costs nothing until filled; build one with make_access.
 struct Access {
   VarState* var;
   Op* op;
-  Access* next;
   AccessKind kind;
-  // The kind of `next` while this access waits in a queue: a release decides how far a run
-  // of grants goes without loading the access that ends it, which lives in another op's
-  // record, most likely still in the cache of the core that pushed it.
-  AccessKind next_kind;
   // The compound access of a replayed segment (replay_run.h, ReplayGate): `op` is
   // null and its grant releases the segment's first ops on the var.
   bool gate;
@@ -67,18 +64,75 @@ struct Access {
 };
 static_assert(std::is_trivially_default_constructible_v<Access>);
 
-// `op`'s access of `kind` to `var`: not queued, not a gate, its version not yet stamped.
+// `op`'s access of `kind` to `var`: not a gate, its version not yet stamped.
 constexpr Access make_access(VarState* var, Op* op, AccessKind kind) noexcept {
-  return Access{var, op, nullptr, kind, AccessKind::read, false, 0};
+  return Access{var, op, kind, false, 0};
 }
 
+// A waiting access as its var's queue keeps it: one word, the op's address (or a replay
+// gate's) with the kind in its low bits. Granting reads the word only: a run of grants walks
+// the ring, whose words lie side by side, rather than the accesses, which lie in their ops'
+// records, each most likely on a line of its own (alignof(Op) and alignof(ReplayGate) leave
+// the four bits free: op.h, replay_run.h).
+class Waiting {
+ public:
+  static constexpr std::uintptr_t kKindBits = 7, kGateBit = 8, kFreeBits = 16;
+  explicit Waiting(const Access& a) noexcept
+      : bits_((a.gate ? reinterpret_cast<std::uintptr_t>(&a) | kGateBit
+                      : reinterpret_cast<std::uintptr_t>(a.op)) |
+              static_cast<std::uintptr_t>(a.kind)) {}
+  Waiting() = default;  // uninitialized, as a slot of a ring
+  AccessKind kind() const noexcept { return static_cast<AccessKind>(bits_ & kKindBits); }
+  bool is_gate() const noexcept { return (bits_ & kGateBit) != 0; }
+  // The op whose access this is (not a gate).
+  Op* op() const noexcept { return reinterpret_cast<Op*>(bits_ & ~(kFreeBits - 1)); }
+  // The gate's access (a gate).
+  const Access* gate() const noexcept {
+    return reinterpret_cast<const Access*>(bits_ & ~(kFreeBits - 1));
+  }
+
+ private:
+  std::uintptr_t bits_;
+};
+static_assert(std::is_trivially_default_constructible_v<Waiting>);
+
+// The accesses one release grants: taken out of the ring under the var's lock, granted after
+// it (so that the misses on the granted ops' records are not taken with the lock held, which
+// the pushing thread may be waiting for). A few fit inline; a longer run (a fan's readers)
+// gets room on the heap before the queue changes.
+class Granted {
+ public:
+  Granted() = default;
+  Granted(const Granted&) = delete;
+  Granted& operator=(const Granted&) = delete;
+  const Waiting* begin() const noexcept { return data_; }
+  const Waiting* end() const noexcept { return data_ + n_; }
+  std::size_t size() const noexcept { return n_; }
+
+ private:
+  friend struct VarQueue;
+  // Room for n; throws std::bad_alloc.
+  Waiting* take(std::uint32_t n) {
+    if (n > kInline) {
+      more_.resize(n);
+      data_ = more_.data();
+    }
+    n_ = n;
+    return data_;
+  }
+  static constexpr std::size_t kInline = 16;
+  Waiting inline_[kInline];
+  Waiting* data_ = inline_;
+  std::size_t n_ = 0;
+  std::vector<Waiting> more_;
+};
+
 // The fields every grant and release touches come first, packed, so that with VarState's
-// hot fields they share one cache line (op.h); `parked` (commute only) may spill.
+// hot fields they share one cache line (var_state.h); `parked` (commute only) may spill.
 struct VarQueue {
   SpinLock lock;
   bool write_active = false;
   AccessKind group_kind = AccessKind::commute;
-  AccessKind head_kind = AccessKind::read;  // the kind of `head`, when there is one
   // Commute exclusion (commute.h): an op of the granted run holds the var while it runs;
   // ops that found it held wait in `parked` (linked through Op::next_parked), off the
   // workers, and are dispatched again when it is let go.
@@ -90,26 +144,60 @@ struct VarQueue {
   // frees_memory_only; VarState::pending_delete): the release that leaves the queue idle
   // runs it. Set only on a queue that is not idle.
   bool delete_pending = false;
+  // log2 of the ring's capacity. Changed only by make_room, which pushing threads call under
+  // the engine's push lock: they may read it without `lock`.
+  std::uint8_t ring_log2 = 1;
   // Granted reads not yet released. Atomic because a read that is not the last of its
   // version is released without the lock (release_shared_read): the count then never
   // reaches zero outside the lock, so whether reads are running, which everything else
   // here decides on, changes only under it.
   std::atomic<int> running_reads{0};
   int group_running = 0;  // granted accesses of the current commute or reduce run
-  // The first waiting (not yet granted) access. Changed under `lock`; atomic (relaxed: plain
-  // loads and stores on x86) so that a running op may read it without the lock, as a hint of
-  // what its release will grant (ThreadedCore::run_cpu).
-  std::atomic<Access*> head_{nullptr};
-  Access* tail = nullptr;
+  // The waiting (not yet granted) accesses: `waiting` of them from ring[first] on, modulo
+  // the capacity. Changed under `lock`; atomic (relaxed, or release for `first`: plain
+  // loads and stores on x86) for the readers without it: a pusher's make_room reads
+  // `waiting` (which only it raises, so it can only have fallen since), and a running op
+  // reads the first waiting access as a hint of what its release will grant (first_hint).
+  using Slot = std::atomic<Waiting>;  // zero until written
+  static_assert(Slot::is_always_lock_free);
+  std::atomic<Slot*> ring{first_ring};
+  std::atomic<std::uint32_t> first{0};
+  std::atomic<std::uint32_t> waiting{0};
   Op* parked = nullptr;
+  // The ring a var starts with, off the first line: most vars never have more than two
+  // accesses waiting at once (most never have one: an array written once and read after),
+  // and they get no heap ring.
+  Slot first_ring[2];
+  // Rings the queue outgrew, kept until the var goes: a running op may still be reading a
+  // slot of one (first_hint). They add up to less than the ring in use.
+  struct Outgrown {
+    std::unique_ptr<Slot[]> ring;
+    std::unique_ptr<Outgrown> older;
+  };
+  std::unique_ptr<Outgrown> outgrown;
 
-  // Under `lock`; without it, a hint that may be stale or null at any time (only prefetched).
-  Access* head() const noexcept { return head_.load(std::memory_order_relaxed); }
+  VarQueue() = default;
+  ~VarQueue() {
+    if (Slot* r = ring.load(std::memory_order_relaxed); r != first_ring) delete[] r;
+  }
+  VarQueue(const VarQueue&) = delete;
+  VarQueue& operator=(const VarQueue&) = delete;
 
   // No access granted, waiting or parked on the var.
   bool idle() const noexcept {
-    return !write_active && reads_running() == 0 && group_running == 0 && !head() &&
+    return !write_active && reads_running() == 0 && group_running == 0 && waiting_now() == 0 &&
            !commute_held && !parked;
+  }
+  std::uint32_t waiting_now() const noexcept { return waiting.load(std::memory_order_relaxed); }
+  std::uint32_t capacity() const noexcept { return std::uint32_t{1} << ring_log2; }
+  // Without `lock`, by a thread that holds an access to the var (which keeps it alive): the
+  // first waiting access, or one that was waiting a moment ago, or a slot never written
+  // (zero: a null op). Its op may have run and gone since: a hint to prefetch only.
+  // `first` is read before `ring`, and stored with release after it, so the ring read is the
+  // one `first` indexed, or a later, larger one: the slot is within it.
+  Waiting first_hint() const noexcept {
+    const std::uint32_t at = first.load(std::memory_order_acquire);
+    return ring.load(std::memory_order_relaxed)[at].load(std::memory_order_relaxed);
   }
   // Granted reads now (exact under `lock`; without it, may only fall, and not to zero).
   int reads_running() const noexcept { return running_reads.load(std::memory_order_relaxed); }
@@ -129,36 +217,74 @@ struct VarQueue {
     }
     return true;
   }
-  // Grants `a` at once if nothing conflicts (true), else queues it (false).
-  bool grant_or_enqueue(Access& a) noexcept;
-  // Releases a finished access of `kind`; returns the accesses it grants, chained through
-  // `next`.
-  Access* release(AccessKind kind) noexcept;
+  // Without `lock`, by a pushing thread under the engine's push lock: makes sure the ring
+  // has room for `n` more waiting accesses (a larger ring, the waiting ones moved over).
+  // Only such threads queue accesses, and releases only free room, so the room is there
+  // when the push queues them. Throws std::bad_alloc, before the queue changes.
+  void make_room(std::uint32_t n) {
+    if (capacity() - waiting_now() < n) [[unlikely]] grow(n);
+  }
+  // Grants `a` at once if nothing conflicts (true), else queues it (false): make_room(1)
+  // came first.
+  bool grant_or_enqueue(const Access& a) noexcept;
+  // Releases a finished access of `kind`, and puts the accesses it grants in `out`, in queue
+  // order. Throws std::bad_alloc (room for a long run in `out`) before the queue changes.
+  void release(AccessKind kind, Granted& out);
 
  private:
-  Access* pop() noexcept;
-  // With nothing granted: grants the head, and its neighbours that go with it.
-  template <class Grant>
-  void grant_head(Grant&& grant) noexcept;
-  // Granted reads, an active write and a granted run exclude each other; a waiting head
-  // exists only behind something granted; the FIFO's ends agree.
+  void grow(std::uint32_t n);
+  Slot& slot(std::uint32_t i) const noexcept {
+    return ring.load(std::memory_order_relaxed)[i & (capacity() - 1)];
+  }
+  // Copies the first waiting access, and those after it that would be granted with it, into
+  // `out` (which may throw); changes nothing.
+  void peek_first_run(Granted& out) const;
+  // Takes the run peek_first_run copied out of the ring, and counts it as granted (with
+  // nothing else granted).
+  void grant_run(const Granted& run) noexcept;
+  // Granted reads, an active write and a granted run exclude each other; an access waits
+  // only behind something granted.
   void check() const noexcept {
     DEPENGINE_INVARIANT(reads_running() >= 0 && group_running >= 0,
                         "a var's count of granted accesses went negative");
     DEPENGINE_INVARIANT((write_active ? 1 : 0) + (reads_running() > 0 ? 1 : 0) +
                                 (group_running > 0 ? 1 : 0) <= 1,
                         "a var has accesses of different kinds granted together");
-    DEPENGINE_INVARIANT((head() == nullptr) == (tail == nullptr), "a var queue's ends disagree");
-    DEPENGINE_INVARIANT(head() == nullptr || write_active || reads_running() > 0 || group_running > 0,
+    DEPENGINE_INVARIANT(waiting_now() <= capacity(), "a var queue holds more than its ring");
+    DEPENGINE_INVARIANT(waiting_now() == 0 || write_active || reads_running() > 0 || group_running > 0,
                         "a var queue waits behind nothing granted");
-    DEPENGINE_INVARIANT(head() == nullptr || head_kind == head()->kind,
-                        "a var queue's cached head kind disagrees with its head");
   }
 };
 
-inline bool VarQueue::grant_or_enqueue(Access& a) noexcept {
+inline void VarQueue::grow(std::uint32_t n) {
+  std::uint8_t log2 = ring_log2;
+  // The room is asked for by the thread that alone raises `waiting`: it can only fall.
+  while ((std::uint64_t{1} << log2) < std::uint64_t{waiting_now()} + n) {
+    if (log2 == 31) throw std::bad_alloc();  // 2^31 accesses waiting on one var
+    ++log2;
+  }
+  std::unique_ptr<Slot[]> bigger(new Slot[std::size_t{1} << log2]);
+  auto retired = std::make_unique<Outgrown>();
+  std::lock_guard lk(lock);
+  const std::uint32_t w = waiting_now(), at = first.load(std::memory_order_relaxed);
+  for (std::uint32_t i = 0; i < w; ++i) {
+    bigger[i].store(slot(at + i).load(std::memory_order_relaxed), std::memory_order_relaxed);
+  }
+  Slot* const old = ring.load(std::memory_order_relaxed);
+  ring.store(bigger.release(), std::memory_order_relaxed);
+  first.store(0, std::memory_order_release);
+  ring_log2 = log2;
+  if (old != first_ring) {
+    retired->ring.reset(old);
+    retired->older = std::move(outgrown);
+    outgrown = std::move(retired);
+  }
+}
+
+inline bool VarQueue::grant_or_enqueue(const Access& a) noexcept {
   check();
-  if (!head() && !write_active) {
+  const std::uint32_t w = waiting_now();
+  if (w == 0 && !write_active) {
     if (grouped(a.kind)) {
       if (reads_running() == 0 && (group_running == 0 || group_kind == a.kind)) {
         group_kind = a.kind;
@@ -176,76 +302,82 @@ inline bool VarQueue::grant_or_enqueue(Access& a) noexcept {
       }
     }
   }
-  a.next = nullptr;
-  if (tail) {
-    tail->next = &a;
-    tail->next_kind = a.kind;
-  } else {
-    head_.store(&a, std::memory_order_relaxed);
-    head_kind = a.kind;
-  }
-  tail = &a;
+  DEPENGINE_INVARIANT(w < capacity(), "an access was queued without room made for it");
+  slot(first.load(std::memory_order_relaxed) + w).store(Waiting(a), std::memory_order_relaxed);
+  waiting.store(w + 1, std::memory_order_relaxed);
   return false;
 }
 
-inline Access* VarQueue::pop() noexcept {
-  Access* a = head();
-  Access* next = a->next;
-  head_.store(next, std::memory_order_relaxed);
-  if (next) {
-    head_kind = a->next_kind;
-  } else {
-    tail = nullptr;
+inline void VarQueue::peek_first_run(Granted& out) const {
+  const std::uint32_t w = waiting_now();
+  if (w == 0) {
+    out.take(0);
+    return;
   }
-  return a;
+  const std::uint32_t at = first.load(std::memory_order_relaxed);
+  auto word = [&](std::uint32_t i) { return slot(at + i).load(std::memory_order_relaxed); };
+  const AccessKind k = word(0).kind();
+  // A write alone; reads, or commute (or reduce) accesses, while the kind stays the same.
+  std::uint32_t n = 1;
+  if (!writes(k) || grouped(k)) {
+    while (n < w && word(n).kind() == k) ++n;
+  }
+  Waiting* const to = out.take(n);
+  for (std::uint32_t i = 0; i < n; ++i) to[i] = word(i);
 }
 
-template <class Grant>
-void VarQueue::grant_head(Grant&& grant) noexcept {
-  if (!head()) return;
-  const AccessKind k = head_kind;
+inline void VarQueue::grant_run(const Granted& run) noexcept {
+  const auto n = static_cast<std::uint32_t>(run.size());
+  if (n == 0) return;
+  const AccessKind k = run.begin()->kind();
   if (grouped(k)) {
     group_kind = k;
-    while (head() && head_kind == k) {
-      ++group_running;
-      grant(pop());
-    }
+    group_running = static_cast<int>(n);
   } else if (writes(k)) {
     write_active = true;
-    grant(pop());
   } else {
-    int n = 0;
-    while (head() && head_kind == AccessKind::read) {
-      ++n;
-      grant(pop());
-    }
-    running_reads.fetch_add(n, std::memory_order_relaxed);
+    running_reads.fetch_add(static_cast<int>(n), std::memory_order_relaxed);
   }
+  first.store((first.load(std::memory_order_relaxed) + n) & (capacity() - 1),
+              std::memory_order_release);
+  waiting.store(waiting_now() - n, std::memory_order_relaxed);
 }
 
-inline Access* VarQueue::release(AccessKind kind) noexcept {
+inline void VarQueue::release(AccessKind kind, Granted& out) {
   check();
-  Access* granted = nullptr;
-  Access** last = &granted;
-  auto grant = [&](Access* a) {
-    *last = a;
-    last = &a->next;
-  };
+  // Each branch finds whether this release is the one that grants, then copies what it
+  // grants into `out` (which may throw) before it changes anything.
   if (grouped(kind)) {
     DEPENGINE_INVARIANT(group_running > 0, "a commute or reduce access released on a var without its run");
-    if (--group_running == 0) grant_head(grant);
+    if (group_running > 1) {
+      --group_running;
+      return;
+    }
+    peek_first_run(out);
+    group_running = 0;
   } else if (!writes(kind)) {
-    const int before = running_reads.fetch_sub(1, std::memory_order_acq_rel);
-    DEPENGINE_INVARIANT(before > 0, "a read released on a var with no running read");
-    if (before == 1) grant_head(grant);
+    // A count of two or more falls as release_shared_read makes it fall; a count of one is
+    // this release's alone (release_shared_read never takes a count to zero), so it stays
+    // one until this release takes it to zero, after the copy.
+    int r = reads_running();
+    for (;;) {
+      DEPENGINE_INVARIANT(r > 0, "a read released on a var with no running read");
+      if (r == 1) break;
+      if (running_reads.compare_exchange_weak(r, r - 1, std::memory_order_acq_rel,
+                                              std::memory_order_relaxed)) {
+        return;
+      }
+    }
+    peek_first_run(out);
+    // An acquire of every earlier read's release: the write this may grant comes after them.
+    running_reads.fetch_sub(1, std::memory_order_acq_rel);
   } else {
     DEPENGINE_INVARIANT(write_active, "a write released on a var with no active write");
+    peek_first_run(out);
     write_active = false;
-    grant_head(grant);
   }
-  *last = nullptr;
+  grant_run(out);
   check();
-  return granted;
 }
 
 }  // namespace depengine::detail

@@ -349,6 +349,9 @@ TEST_P(Contract, P6_DeletingAnIdleVarRunsOnDeletedAtOnce) {
   int value = 0;
   e_->push([&] { value = 7; }, {}, {v});
   e_->wait_to_read(v);
+  // wait_to_read returns once the write has released v, which may be just before its op
+  // leaves the count of ops in flight; wait_all returns after.
+  e_->wait_all();
   std::thread::id ran_on;
   int seen = -1;
   e_->delete_var(v, [&] {

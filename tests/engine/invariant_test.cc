@@ -13,23 +13,39 @@
 namespace depengine::detail {
 namespace {
 
-Access access(AccessKind kind) { return make_access(nullptr, nullptr, kind); }
+// Distinct op addresses, aligned as ops are, for telling grants apart (never dereferenced).
+Op* fake_op(int i) {
+  alignas(64) static char storage[64][64];
+  return reinterpret_cast<Op*>(storage[i]);
+}
+// An access of `kind` by fake op `id`, with room made for it in `q`'s ring.
+Access access(AccessKind kind, int id = 0) { return make_access(nullptr, fake_op(id), kind); }
+bool enqueue(VarQueue& q, const Access& a) {
+  q.make_room(1);
+  return q.grant_or_enqueue(a);
+}
+// Releases an access of `kind` and returns the ops it granted, in order.
+std::vector<Op*> release(VarQueue& q, AccessKind kind) {
+  Granted run;
+  q.release(kind, run);
+  std::vector<Op*> granted;
+  for (Waiting w : run) granted.push_back(w.op());
+  return granted;
+}
+using Ops = std::vector<Op*>;
 
 TEST(VarQueue, GrantsReadsTogetherAndAWriteAlone) {
   VarQueue q;
-  Access r1 = access(AccessKind::read), r2 = access(AccessKind::read);
-  Access w = access(AccessKind::write), r3 = access(AccessKind::read);
-  EXPECT_TRUE(q.grant_or_enqueue(r1));
-  EXPECT_TRUE(q.grant_or_enqueue(r2));
-  EXPECT_FALSE(q.grant_or_enqueue(w));   // waits for both reads
-  EXPECT_FALSE(q.grant_or_enqueue(r3));  // waits behind the write
-  EXPECT_EQ(q.release(AccessKind::read), nullptr);
-  Access* granted = q.release(AccessKind::read);
-  ASSERT_EQ(granted, &w);
-  EXPECT_EQ(granted->next, nullptr);
-  granted = q.release(AccessKind::write);
-  ASSERT_EQ(granted, &r3);
-  EXPECT_EQ(q.release(AccessKind::read), nullptr);
+  Access r1 = access(AccessKind::read, 1), r2 = access(AccessKind::read, 2);
+  Access w = access(AccessKind::write, 3), r3 = access(AccessKind::read, 4);
+  EXPECT_TRUE(enqueue(q, r1));
+  EXPECT_TRUE(enqueue(q, r2));
+  EXPECT_FALSE(enqueue(q, w));   // waits for both reads
+  EXPECT_FALSE(enqueue(q, r3));  // waits behind the write
+  EXPECT_EQ(release(q, AccessKind::read), Ops{});
+  EXPECT_EQ(release(q, AccessKind::read), Ops{w.op});
+  EXPECT_EQ(release(q, AccessKind::write), Ops{r3.op});
+  EXPECT_EQ(release(q, AccessKind::read), Ops{});
   EXPECT_EQ(q.reads_running(), 0);
   EXPECT_FALSE(q.write_active);
 }
@@ -38,20 +54,20 @@ TEST(VarQueue, GrantsReadsTogetherAndAWriteAlone) {
 // last one is not (it may grant), and the count never reaches zero outside the lock.
 TEST(VarQueue, ReleasesAReadWithoutTheLockOnlyWhileOthersRun) {
   VarQueue q;
-  Access r1 = access(AccessKind::read), r2 = access(AccessKind::read),
-      r3 = access(AccessKind::read), w = access(AccessKind::write);
-  EXPECT_TRUE(q.grant_or_enqueue(r1));
-  EXPECT_TRUE(q.grant_or_enqueue(r2));
-  EXPECT_TRUE(q.grant_or_enqueue(r3));
-  EXPECT_FALSE(q.grant_or_enqueue(w));
+  Access r1 = access(AccessKind::read, 1), r2 = access(AccessKind::read, 2),
+      r3 = access(AccessKind::read, 3), w = access(AccessKind::write, 4);
+  EXPECT_TRUE(enqueue(q, r1));
+  EXPECT_TRUE(enqueue(q, r2));
+  EXPECT_TRUE(enqueue(q, r3));
+  EXPECT_FALSE(enqueue(q, w));
   EXPECT_TRUE(q.release_shared_read());
   EXPECT_TRUE(q.release_shared_read());
   EXPECT_EQ(q.reads_running(), 1);
   EXPECT_FALSE(q.release_shared_read());  // the last: left to release(), which grants
   EXPECT_EQ(q.reads_running(), 1);
-  EXPECT_EQ(q.release(AccessKind::read), &w);
+  EXPECT_EQ(release(q, AccessKind::read), Ops{w.op});
   EXPECT_FALSE(q.release_shared_read());  // none running
-  EXPECT_EQ(q.release(AccessKind::write), nullptr);
+  EXPECT_EQ(release(q, AccessKind::write), Ops{});
   EXPECT_TRUE(q.idle());
 }
 
@@ -62,9 +78,10 @@ TEST(VarQueue, ConcurrentReadReleasesGrantTheWriteOnce) {
   constexpr int kReaders = 8, kRounds = 200;
   for (int round = 0; round < kRounds; ++round) {
     VarQueue q;
-    std::vector<Access> reads(kReaders, access(AccessKind::read));
-    Access w = access(AccessKind::write);
-    for (Access& r : reads) ASSERT_TRUE(q.grant_or_enqueue(r));
+    std::vector<Access> reads(kReaders, access(AccessKind::read, 1));
+    Access w = access(AccessKind::write, 2);
+    for (Access& r : reads) ASSERT_TRUE(enqueue(q, r));
+    q.make_room(1);
     {
       std::lock_guard lk(q.lock);
       ASSERT_FALSE(q.grant_or_enqueue(w));
@@ -80,8 +97,8 @@ TEST(VarQueue, ConcurrentReadReleasesGrantTheWriteOnce) {
         released.fetch_add(1, std::memory_order_relaxed);
         if (q.release_shared_read()) return;
         std::lock_guard lk(q.lock);
-        if (Access* g = q.release(AccessKind::read)) {
-          EXPECT_EQ(g, &w);
+        if (const Ops g = release(q, AccessKind::read); !g.empty()) {
+          EXPECT_EQ(g, Ops{w.op});
           done_before_grant.store(released.load(std::memory_order_relaxed));
           int sum = 0;
           for (int d : data) sum += d;
@@ -103,32 +120,103 @@ TEST(VarQueue, ConcurrentReadReleasesGrantTheWriteOnce) {
 // whole run; a run keeps growing while nothing waits behind it.
 TEST(VarQueue, GrantsARunOfCommuteOrReduceAccessesTogether) {
   VarQueue q;
-  Access w = access(AccessKind::write), c1 = access(AccessKind::commute),
-      c2 = access(AccessKind::commute), red = access(AccessKind::reduce),
-      c3 = access(AccessKind::commute), r = access(AccessKind::read);
-  EXPECT_TRUE(q.grant_or_enqueue(w));
-  EXPECT_FALSE(q.grant_or_enqueue(c1));
-  EXPECT_FALSE(q.grant_or_enqueue(c2));
-  EXPECT_FALSE(q.grant_or_enqueue(red));  // another run kind: after the commute run
-  Access* granted = q.release(AccessKind::write);
-  ASSERT_EQ(granted, &c1);
-  ASSERT_EQ(granted->next, &c2);
-  EXPECT_EQ(c2.next, nullptr);
+  Access w = access(AccessKind::write, 1), c1 = access(AccessKind::commute, 2),
+      c2 = access(AccessKind::commute, 3), red = access(AccessKind::reduce, 4),
+      c3 = access(AccessKind::commute, 5), r = access(AccessKind::read, 6);
+  EXPECT_TRUE(enqueue(q, w));
+  EXPECT_FALSE(enqueue(q, c1));
+  EXPECT_FALSE(enqueue(q, c2));
+  EXPECT_FALSE(enqueue(q, red));  // another run kind: after the commute run
+  EXPECT_EQ(release(q, AccessKind::write), (Ops{c1.op, c2.op}));
   EXPECT_EQ(q.group_running, 2);
-  EXPECT_EQ(q.release(AccessKind::commute), nullptr);
-  EXPECT_EQ(q.release(AccessKind::commute), &red);
+  EXPECT_EQ(release(q, AccessKind::commute), Ops{});
+  EXPECT_EQ(release(q, AccessKind::commute), Ops{red.op});
   EXPECT_EQ(q.group_kind, AccessKind::reduce);
-  EXPECT_EQ(q.release(AccessKind::reduce), nullptr);
+  EXPECT_EQ(release(q, AccessKind::reduce), Ops{});
   // Nothing waits: a commute access is granted at once, and joins the run it starts.
-  EXPECT_TRUE(q.grant_or_enqueue(c3));
-  EXPECT_TRUE(q.grant_or_enqueue(c1));
-  EXPECT_FALSE(q.grant_or_enqueue(r));
-  EXPECT_FALSE(q.grant_or_enqueue(c2));  // behind the waiting read: a run of its own
-  EXPECT_EQ(q.release(AccessKind::commute), nullptr);
-  EXPECT_EQ(q.release(AccessKind::commute), &r);
-  EXPECT_EQ(q.release(AccessKind::read), &c2);
-  EXPECT_EQ(q.release(AccessKind::commute), nullptr);
+  EXPECT_TRUE(enqueue(q, c3));
+  EXPECT_TRUE(enqueue(q, c1));
+  EXPECT_FALSE(enqueue(q, r));
+  EXPECT_FALSE(enqueue(q, c2));  // behind the waiting read: a run of its own
+  EXPECT_EQ(release(q, AccessKind::commute), Ops{});
+  EXPECT_EQ(release(q, AccessKind::commute), Ops{r.op});
+  EXPECT_EQ(release(q, AccessKind::read), Ops{c2.op});
+  EXPECT_EQ(release(q, AccessKind::commute), Ops{});
   EXPECT_EQ(q.group_running, 0);
+}
+
+// Issue 26: the waiting accesses live in a ring of words that grows as they come. Through
+// wrap-arounds and growth, the queue keeps push order and each access's kind, and a long run
+// of grants leaves through the heap; a replay's gate is told from an op.
+TEST(VarQueue, TheRingKeepsPushOrderThroughWrapsAndGrowth) {
+  VarQueue q;
+  Access w0 = access(AccessKind::write, 0);
+  EXPECT_TRUE(enqueue(q, w0));
+  // A write, then runs of reads and writes, queued and granted in turns so that the ring's
+  // first slot moves around it before it grows.
+  int next = 1;
+  std::vector<Access> queued;
+  queued.reserve(64);
+  auto push = [&](AccessKind k) {
+    queued.push_back(access(k, next++));
+    EXPECT_FALSE(enqueue(q, queued.back()));
+  };
+  push(AccessKind::read);
+  push(AccessKind::read);
+  push(AccessKind::write);
+  EXPECT_EQ(q.capacity(), 4u);
+  Granted run;
+  q.release(AccessKind::write, run);
+  Ops granted;
+  for (Waiting w : run) {
+    EXPECT_EQ(w.kind(), AccessKind::read);
+    EXPECT_FALSE(w.is_gate());
+    granted.push_back(w.op());
+  }
+  EXPECT_EQ(granted, (Ops{queued[0].op, queued[1].op}));
+  for (int i = 0; i < 3; ++i) push(AccessKind::read);  // wraps around the ring of 4
+  EXPECT_EQ(q.capacity(), 4u);
+  for (int i = 0; i < 20; ++i) push(i % 5 == 4 ? AccessKind::write : AccessKind::read);
+  EXPECT_GE(q.capacity(), 24u);
+  EXPECT_EQ(q.waiting_now(), 24u);
+  EXPECT_EQ(release(q, AccessKind::read), Ops{});
+  EXPECT_EQ(release(q, AccessKind::read), Ops{queued[2].op});  // the write
+  // Then the waiting accesses come out in push order: reads together, writes alone.
+  std::size_t at = 3;
+  AccessKind last = AccessKind::write;
+  while (at < queued.size()) {
+    const Ops g = release(q, last);
+    ASSERT_FALSE(g.empty());
+    for (Op* op : g) EXPECT_EQ(op, queued[at++].op);
+    last = queued[at - 1].kind;
+    if (last == AccessKind::read) {
+      for (std::size_t i = 1; i < g.size(); ++i) EXPECT_TRUE(q.release_shared_read());
+    }
+  }
+  EXPECT_EQ(q.waiting_now(), 0u);
+  EXPECT_EQ(release(q, last), Ops{});
+  EXPECT_TRUE(q.idle());
+  // A run longer than Granted's inline room: forty reads behind a write.
+  Access w1 = access(AccessKind::write, 1);
+  EXPECT_TRUE(enqueue(q, w1));
+  std::vector<Access> readers;
+  for (int i = 0; i < 40; ++i) readers.push_back(access(AccessKind::read, 10 + i));
+  for (const Access& r : readers) EXPECT_FALSE(enqueue(q, r));
+  Ops expected;
+  for (const Access& r : readers) expected.push_back(r.op);
+  EXPECT_EQ(release(q, AccessKind::write), expected);
+  EXPECT_EQ(q.reads_running(), 40);
+  for (int i = 0; i < 39; ++i) EXPECT_TRUE(q.release_shared_read());
+  EXPECT_EQ(release(q, AccessKind::read), Ops{});
+  EXPECT_TRUE(q.idle());
+  // A gate's word names the gate, not an op.
+  alignas(Waiting::kFreeBits) Access gate = access(AccessKind::write, 0);
+  gate.op = nullptr;
+  gate.gate = true;
+  const Waiting g(gate);
+  EXPECT_TRUE(g.is_gate());
+  EXPECT_EQ(g.gate(), &gate);
+  EXPECT_EQ(g.kind(), AccessKind::write);
 }
 
 #ifndef NDEBUG
@@ -146,7 +234,7 @@ TEST(VarQueueDeathTest, ReleasingAWriteThatWasNotGrantedAborts) {
       {
         VarQueue q;
         Access r = access(AccessKind::read);
-        q.grant_or_enqueue(r);
+        enqueue(q, r);
         q.release(AccessKind::write);
       },
       "engine invariant broken.*no active write");
