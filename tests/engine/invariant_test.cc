@@ -224,7 +224,7 @@ TEST(VarQueueDeathTest, ReleasingAReadThatWasNotGrantedAborts) {
   EXPECT_DEATH(
       {
         VarQueue q;
-        q.release(AccessKind::read);
+        release(q, AccessKind::read);
       },
       "engine invariant broken.*no running read");
 }
@@ -235,7 +235,7 @@ TEST(VarQueueDeathTest, ReleasingAWriteThatWasNotGrantedAborts) {
         VarQueue q;
         Access r = access(AccessKind::read);
         enqueue(q, r);
-        q.release(AccessKind::write);
+        release(q, AccessKind::write);
       },
       "engine invariant broken.*no active write");
 }
