@@ -194,10 +194,11 @@ struct VarQueue {
   // first waiting access, or one that was waiting a moment ago, or a slot never written
   // (zero: a null op). Its op may have run and gone since: a hint to prefetch only.
   // `first` is read before `ring`, and stored with release after it, so the ring read is the
-  // one `first` indexed, or a later, larger one: the slot is within it.
+  // one `first` indexed, or a later, larger one: the slot is within it. A new ring is
+  // published with release, after its slots were zeroed and filled.
   Waiting first_hint() const noexcept {
     const std::uint32_t at = first.load(std::memory_order_acquire);
-    return ring.load(std::memory_order_relaxed)[at].load(std::memory_order_relaxed);
+    return ring.load(std::memory_order_acquire)[at].load(std::memory_order_relaxed);
   }
   // Granted reads now (exact under `lock`; without it, may only fall, and not to zero).
   int reads_running() const noexcept { return running_reads.load(std::memory_order_relaxed); }
@@ -271,7 +272,7 @@ inline void VarQueue::grow(std::uint32_t n) {
     bigger[i].store(slot(at + i).load(std::memory_order_relaxed), std::memory_order_relaxed);
   }
   Slot* const old = ring.load(std::memory_order_relaxed);
-  ring.store(bigger.release(), std::memory_order_relaxed);
+  ring.store(bigger.release(), std::memory_order_release);
   first.store(0, std::memory_order_release);
   ring_log2 = log2;
   if (old != first_ring) {
@@ -351,6 +352,7 @@ inline void VarQueue::release(AccessKind kind, Granted& out) {
     DEPENGINE_INVARIANT(group_running > 0, "a commute or reduce access released on a var without its run");
     if (group_running > 1) {
       --group_running;
+      out.take(0);
       return;
     }
     peek_first_run(out);
@@ -365,6 +367,7 @@ inline void VarQueue::release(AccessKind kind, Granted& out) {
       if (r == 1) break;
       if (running_reads.compare_exchange_weak(r, r - 1, std::memory_order_acq_rel,
                                               std::memory_order_relaxed)) {
+        out.take(0);
         return;
       }
     }

@@ -1,5 +1,5 @@
 // A variable's state behind a depengine::Var handle (var.h), shared by both engines, and
-// its reference counting. The threaded engine links accesses into the var's queue
+// its reference counting. The threaded engine queues accesses in the var's queue
 // (var_queue.h); the naive engine runs ops in push order and uses neither the queue nor the
 // GPU slot.
 #pragma once
