@@ -336,21 +336,32 @@ TEST_P(Hardening, ThrowAfterDoneIsReported) {
   expect_error([&] { e->wait_all(); }, "called twice");
 }
 
+// Sets its flag when the engine that holds it is gone (the engine's last reference to its
+// observer goes then): a test that deletes an engine from inside an op waits for that, so
+// that the process does not end while the engine stops.
+struct Gone final : Observer {
+  explicit Gone(std::shared_ptr<std::atomic<bool>> f) : flag(std::move(f)) {}
+  ~Gone() override { *flag = true; }
+  void on_push(const OpInfo&) override {}
+  void on_ready(std::uint64_t) override {}
+  void on_start(std::uint64_t, int) override {}
+  void on_end(std::uint64_t, bool, bool) override {}
+  std::shared_ptr<std::atomic<bool>> flag;
+};
+
+// True once `flag` is set, false if 20 s pass first.
+bool set_within_20s(const std::atomic<bool>& flag) {
+  const auto until = std::chrono::steady_clock::now() + 20s;
+  while (!flag.load() && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(1ms);
+  }
+  return flag.load();
+}
+
 // Deleting an engine from inside one of its own ops used to deadlock (the destructor waited
 // for the op that called it). Now the destructor returns, and the engine finishes the work
 // pushed before on a thread of its own: every op runs, nothing is freed under it (ASan).
 TEST_P(Hardening, DeletingTheEngineFromItsOwnOp) {
-  // The engine's last reference to its observer goes when the engine is gone: the test
-  // waits for that, so that the process does not end while the engine stops.
-  struct Gone final : Observer {
-    explicit Gone(std::shared_ptr<std::atomic<bool>> f) : flag(std::move(f)) {}
-    ~Gone() override { *flag = true; }
-    void on_push(const OpInfo&) override {}
-    void on_ready(std::uint64_t) override {}
-    void on_start(std::uint64_t, int) override {}
-    void on_end(std::uint64_t, bool, bool) override {}
-    std::shared_ptr<std::atomic<bool>> flag;
-  };
   auto gone = std::make_shared<std::atomic<bool>>(false);
   auto e = make_engine(GetParam());
   e->set_observer(std::make_shared<Gone>(gone));
@@ -362,11 +373,7 @@ TEST_P(Hardening, DeletingTheEngineFromItsOwnOp) {
     delete raw;
     ++*ran;
   }, {}, {v});
-  const auto until = std::chrono::steady_clock::now() + 20s;
-  while (!gone->load() && std::chrono::steady_clock::now() < until) {
-    std::this_thread::sleep_for(1ms);
-  }
-  EXPECT_TRUE(gone->load()) << "the engine was not destroyed";
+  EXPECT_TRUE(set_within_20s(*gone)) << "the engine was not destroyed";
   EXPECT_EQ(ran->load(), 21);
 }
 
@@ -377,6 +384,7 @@ TEST_P(Hardening, DeletingTheEngineFromItsOwnOp) {
 TEST(HeldRetires, DeletingTheEngineFromAnOpAfterIndependentOps) {
   auto gone = std::make_shared<std::atomic<bool>>(false);
   Engine* raw = Engine::create("threaded", {.cpu_threads = 1}).release();
+  raw->set_observer(std::make_shared<Gone>(gone));
   auto ran = std::make_shared<std::atomic<int>>(0);
   Var gate = raw->new_var();
   // The worker waits on the first op until every other is queued, then runs them in order.
@@ -389,18 +397,13 @@ TEST(HeldRetires, DeletingTheEngineFromAnOpAfterIndependentOps) {
     vars.push_back(raw->new_var());
     raw->push([ran] { ++*ran; }, {}, {vars.back()});
   }
-  raw->push([raw, ran, gone] {
+  raw->push([raw, ran] {
     delete raw;
     ++*ran;
-    *gone = true;
   }, {}, {raw->new_var()});
   vars.clear();
   *go = true;
-  const auto until = std::chrono::steady_clock::now() + 20s;
-  while (!gone->load() && std::chrono::steady_clock::now() < until) {
-    std::this_thread::sleep_for(1ms);
-  }
-  EXPECT_TRUE(gone->load()) << "deleting the engine from its op did not return";
+  EXPECT_TRUE(set_within_20s(*gone)) << "deleting the engine from its op did not return";
   EXPECT_EQ(ran->load(), 21);
 }
 
