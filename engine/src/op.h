@@ -242,7 +242,6 @@ class Op final : public CompletionTarget {
   alignas(alignof(std::max_align_t)) unsigned char body_storage_[kBodyInline];
 
  public:
-
   // Observer events, contained: an observer that throws stops receiving this op's events,
   // and its exception goes to observer_error. None of these throws.
   void observe_push(const std::shared_ptr<Observer>& obs) noexcept {

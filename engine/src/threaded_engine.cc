@@ -119,7 +119,9 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuLaunch
       if (g.var->deleted) return false;
     }
     // Room for each gate, and for the combining op of an open reduction before it.
-    for (const ReplayPlan::Gate& g : plan.gates) g.var->queue.make_room(g.var->reduction_open ? 2 : 1);
+    for (const ReplayPlan::Gate& g : plan.gates) {
+      g.var->queue.make_room(g.var->reduction_open ? 2 : 1);
+    }
     // Nothing below throws. A run of reduce accesses ends before the replay's first access.
     for (const ReplayPlan::Gate& g : plan.gates) {
       if (g.var->reduction_open) combine_reduction(g.var);

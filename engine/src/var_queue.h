@@ -252,8 +252,9 @@ struct VarQueue {
                                 (group_running > 0 ? 1 : 0) <= 1,
                         "a var has accesses of different kinds granted together");
     DEPENGINE_INVARIANT(waiting_now() <= capacity(), "a var queue holds more than its ring");
-    DEPENGINE_INVARIANT(waiting_now() == 0 || write_active || reads_running() > 0 || group_running > 0,
-                        "a var queue waits behind nothing granted");
+    DEPENGINE_INVARIANT(
+        waiting_now() == 0 || write_active || reads_running() > 0 || group_running > 0,
+        "a var queue waits behind nothing granted");
   }
 };
 
