@@ -261,7 +261,7 @@ TEST(HeldRetires, AnotherEpochOrEngineOrAFullHoldAppliesThem) {
   EXPECT_EQ(held.held(), 0u);
   EXPECT_EQ(a.in_flight(), 1u);
   held.hold(a, first, kDone);
-  EXPECT_TRUE(Accounting::drained(open) == false);
+  EXPECT_FALSE(Accounting::drained(open));
   // Another engine's accounting.
   const std::size_t many = HeldRetires::kMaxHeld;
   Accounting::add_to_epoch(b.current_epoch(), many);
