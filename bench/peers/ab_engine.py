@@ -56,7 +56,10 @@ def run_once(binary, libdir, patterns, peer, threads):
     missing = [pat for pat in patterns if pat not in figures]
     if missing:
         sys.exit(f"ab_engine: no figures for {', '.join(missing)} in:\n{out}")
-    return figures
+    # The cores' cache-line hand-off before and after the runs (bench/peers/handoff.h), when
+    # the driver could measure it: a process that ran in a slow placement shows it here.
+    handoff = next((l.split(": ", 1)[1] for l in lines if l.startswith("cache-line handoff")), "")
+    return figures, handoff
 
 
 def main():
@@ -80,14 +83,16 @@ def main():
     ratios = {(pat, d): [] for pat in patterns for d in ("A", "B")}
     for r in range(1, args.rounds + 1):
         for name, d in (("A", args.a), ("B", args.b)):
-            figs = run_once(args.binary, d, patterns, args.peer, args.threads)
+            figs, handoff = run_once(args.binary, d, patterns, args.peer, args.threads)
+            placement = f"  [hand-off {handoff}]" if handoff else ""
             if args.peer == "none":
                 shown = "  ".join(f"{pat} {figs[pat][0]:.0f}" for pat in patterns)
-                print(f"round {r} {name}: {shown}  (ns per task, depengine)", flush=True)
+                print(f"round {r} {name}: {shown}  (ns per task, depengine){placement}",
+                      flush=True)
             else:
                 shown = "  ".join(f"{pat} {figs[pat][0]:.0f}/{figs[pat][1]:.0f}" for pat in patterns)
-                print(f"round {r} {name}: {shown}  (ns per task, depengine/{args.peer})",
-                      flush=True)
+                print(f"round {r} {name}: {shown}  (ns per task, depengine/{args.peer})"
+                      f"{placement}", flush=True)
             for pat in patterns:
                 ratios[(pat, name)].append(figs[pat][0] / figs[pat][1])
     if args.peer == "none":

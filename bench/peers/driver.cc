@@ -26,6 +26,7 @@
 
 #include <sys/utsname.h>
 
+#include "handoff.h"
 #include "runtime.h"
 
 namespace depengine::peers {
@@ -278,9 +279,16 @@ class Bench {
       for (const std::string& f : o_.raw_in) read_raw(f);
     } else {
       load_start_ = load_average();
+      const std::optional<double> handoff_start = handoff_ns();
       for (const std::vector<const RuntimeEntry*>& phase : phases()) run_phase(phase);
+      const std::optional<double> handoff_end = handoff_ns();
       load_end_ = load_average();
       if (!o_.raw_out.empty()) write_raw();
+      if (handoff_start && handoff_end) {
+        std::cout << "cache-line handoff between two cores (handoff.h): "
+                  << std::lround(*handoff_start) << " ns at the start, "
+                  << std::lround(*handoff_end) << " ns at the end\n";
+      }
     }
     std::cout << "load average (1 min): " << load_start_ << " at the start, " << load_end_
               << " at the end\n";
