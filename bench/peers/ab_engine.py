@@ -15,6 +15,11 @@ figure in the same process (in stop 37, Taskflow's chain took about 1,100 ns per
 processes with one build and 480 with the other). `--peer none` runs depengine alone and
 compares its ns per task directly; run both before trusting a ratio that moved.
 
+Each round's line ends with the cache-line hand-off between two threads that the driver
+measured before and after its runs (workloads/machine.h). On a shared virtual machine it
+moves between about 50 and about 250 ns as the host places the cores; a round where it is
+high is one where every runtime was slow.
+
     mkdir -p /tmp/a && cp -a build/release/engine/libdepengine_engine.so* /tmp/a/
     ... change the engine, rebuild, copy into /tmp/b ...
     python3 bench/peers/ab_engine.py --rounds 20 /tmp/a /tmp/b
@@ -56,9 +61,9 @@ def run_once(binary, libdir, patterns, peer, threads):
     missing = [pat for pat in patterns if pat not in figures]
     if missing:
         sys.exit(f"ab_engine: no figures for {', '.join(missing)} in:\n{out}")
-    # The cores' cache-line hand-off before and after the runs (bench/peers/handoff.h), when
-    # the driver could measure it: a process that ran in a slow placement shows it here.
-    handoff = next((l.split(": ", 1)[1] for l in lines if l.startswith("cache-line handoff")), "")
+    # The cache-line hand-off between two threads before and after the runs
+    # (workloads/machine.h): a process that ran in a slow placement of the cores shows it here.
+    handoff = next((l.split(": ", 1)[1] for l in lines if l.startswith("cache-line hand-off")), "")
     return figures, handoff
 
 

@@ -26,7 +26,7 @@
 
 #include <sys/utsname.h>
 
-#include "handoff.h"
+#include "machine.h"
 #include "runtime.h"
 
 namespace depengine::peers {
@@ -279,16 +279,14 @@ class Bench {
       for (const std::string& f : o_.raw_in) read_raw(f);
     } else {
       load_start_ = load_average();
-      const std::optional<double> handoff_start = handoff_ns();
+      const double handoff_start = bench::line_transfer_ns();
       for (const std::vector<const RuntimeEntry*>& phase : phases()) run_phase(phase);
-      const std::optional<double> handoff_end = handoff_ns();
+      const double handoff_end = bench::line_transfer_ns();
       load_end_ = load_average();
       if (!o_.raw_out.empty()) write_raw();
-      if (handoff_start && handoff_end) {
-        std::cout << "cache-line handoff between two cores (handoff.h): "
-                  << std::lround(*handoff_start) << " ns at the start, "
-                  << std::lround(*handoff_end) << " ns at the end\n";
-      }
+      std::cout << "cache-line hand-off between two threads (workloads/machine.h): "
+                << std::lround(handoff_start) << " ns at the start, " << std::lround(handoff_end)
+                << " ns at the end\n";
     }
     std::cout << "load average (1 min): " << load_start_ << " at the start, " << load_end_
               << " at the end\n";

@@ -8,6 +8,7 @@
 #include "args.h"
 #include "commands.h"
 #include "floor.h"
+#include "machine.h"
 #include "scenarios.h"
 
 namespace depengine::cli {
@@ -66,7 +67,7 @@ int bench(int argc, char** argv) {
   if (args.has("--cost")) costs = {args.number("--cost", 0, 0, 1e6)};
 
   // Measured before the engines exist, so that no pool thread competes for the cores.
-  const double line_ns = line_transfer_ns();
+  const double line_ns = bench::line_transfer_ns();
   auto naive = Engine::create("naive");
   auto threaded = Engine::create("threaded", {.cpu_threads = threads});
   std::printf("depengine bench: %d worker thread(s), %u core(s), median of %d runs\n", threads,

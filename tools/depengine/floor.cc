@@ -11,36 +11,14 @@
 
 #include <oneapi/tbb/scalable_allocator.h>
 
-#ifdef __linux__
-#include <sched.h>
-#endif
+#include "machine.h"
 
 namespace depengine::cli {
 namespace {
 
+using bench::spin_until;
+
 using Clock = std::chrono::steady_clock;
-
-// The CPUs this process may run on (its affinity mask; the hardware's count elsewhere).
-unsigned usable_cpus() noexcept {
-#ifdef __linux__
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof set, &set) == 0) return static_cast<unsigned>(CPU_COUNT(&set));
-#endif
-  return std::max(1u, std::thread::hardware_concurrency());
-}
-
-// Spins until `done()`. With two CPUs or more it yields only after about a millisecond: a
-// thread that yields sooner keeps two threads placed on one core working there, by context
-// switches, instead of the scheduler moving one of them to the idle core. On a single CPU it
-// yields at once, so that the other thread runs (the figures then measure context
-// switches, and say so by their size).
-template <class Done>
-void spin_until(Done&& done) noexcept {
-  static const unsigned yield_every = usable_cpus() >= 2 ? (1u << 20) : 1u;
-  for (unsigned spins = 1; !done(); ++spins) {
-    if (spins % yield_every == 0) std::this_thread::yield();
-  }
-}
 
 // A var's state: a lock and a count on a line of its own, as the engine's VarState.
 struct alignas(64) ModelVar {
@@ -109,30 +87,6 @@ class Ring {
 };
 
 }  // namespace
-
-double line_transfer_ns() {
-  // The first rounds are not timed: they give the scheduler time to place the two threads.
-  constexpr long kWarmup = 100000, kRounds = 400000;
-  struct alignas(64) Line {
-    std::atomic<long> turn{0};
-  } line;
-  constexpr long kTurns = 2 * (kWarmup + kRounds);
-  std::thread other([&] {
-    for (long i = 1; i < kTurns; i += 2) {
-      spin_until([&] { return line.turn.load(std::memory_order_acquire) == i; });
-      line.turn.store(i + 1, std::memory_order_release);
-    }
-  });
-  Clock::time_point t0;
-  for (long i = 0; i < kTurns; i += 2) {
-    if (i == 2 * kWarmup) t0 = Clock::now();
-    spin_until([&] { return line.turn.load(std::memory_order_acquire) == i; });
-    line.turn.store(i + 1, std::memory_order_release);
-  }
-  const auto t1 = Clock::now();
-  other.join();
-  return std::chrono::duration<double, std::nano>(t1 - t0).count() / (2.0 * kRounds);
-}
 
 double handoff_floor_ns(const graphfile::Program& program) {
   const std::size_t n = program.ops.size();

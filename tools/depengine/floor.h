@@ -19,9 +19,6 @@
 
 namespace depengine::cli {
 
-// One-way latency of a cache line moving between two threads (ping-pong), in ns.
-double line_transfer_ns();
-
 // The model above run over `program`'s accesses (reads, writes, commute and reduce alike):
 // ns per op, push of the first op to the worker's release of the last.
 double handoff_floor_ns(const graphfile::Program& program);
