@@ -279,14 +279,15 @@ class Bench {
       for (const std::string& f : o_.raw_in) read_raw(f);
     } else {
       load_start_ = load_average();
-      const double handoff_start = bench::line_transfer_ns();
+      handoff_start_ = std::to_string(std::lround(bench::line_transfer_ns()));
       for (const std::vector<const RuntimeEntry*>& phase : phases()) run_phase(phase);
-      const double handoff_end = bench::line_transfer_ns();
+      handoff_end_ = std::to_string(std::lround(bench::line_transfer_ns()));
       load_end_ = load_average();
       if (!o_.raw_out.empty()) write_raw();
+    }
+    if (!handoff_start_.empty()) {
       std::cout << "cache-line hand-off between two threads (workloads/machine.h): "
-                << std::lround(handoff_start) << " ns at the start, " << std::lround(handoff_end)
-                << " ns at the end\n";
+                << handoff_start_ << " ns at the start, " << handoff_end_ << " ns at the end\n";
     }
     std::cout << "load average (1 min): " << load_start_ << " at the start, " << load_end_
               << " at the end\n";
@@ -618,6 +619,7 @@ class Bench {
   void write_raw() const {
     std::ofstream out(o_.raw_out);
     out << "# load " << load_start_ << " " << load_end_ << "\n";
+    out << "# handoff " << handoff_start_ << " " << handoff_end_ << "\n";
     for (const auto& [name, by_point] : results_) {
       for (const auto& [pi, s] : by_point) {
         const Point& pt = points_[pi];
@@ -649,6 +651,14 @@ class Bench {
         l >> a >> b;
         load_start_ = load_start_.empty() ? a : load_start_ + "/" + a;
         load_end_ = load_end_.empty() ? b : load_end_ + "/" + b;
+        continue;
+      }
+      if (line.rfind("# handoff ", 0) == 0) {
+        std::istringstream l(line.substr(10));
+        std::string a, b;
+        l >> a >> b;
+        handoff_start_ = handoff_start_.empty() ? a : handoff_start_ + "/" + a;
+        handoff_end_ = handoff_end_.empty() ? b : handoff_end_ + "/" + b;
         continue;
       }
       const std::vector<std::string> f = split(line);
@@ -716,7 +726,14 @@ class Bench {
       << "Machine: " << machine_line(o_.threads, entries_) << ". Load average (1 min) "
       << load_start_ << " at the start of the sweep and " << load_end_
       << " at the end: the machine is shared, and other load lowers every parallel "
-      << "runtime's efficiency.\n\n"
+      << "runtime's efficiency."
+      << (handoff_start_.empty()
+              ? std::string()
+              : " One cache line passed between two threads took " + handoff_start_ +
+                    " ns at the start and " + handoff_end_ +
+                    " ns at the end (workloads/machine.h; on a shared virtual machine it moves "
+                    "between about 50 and about 250 ns as the host places the cores).")
+      << "\n\n"
       << "Command: `bench/peers/run.sh` (median of "
       << (o_.raw_in.empty() ? "" : std::to_string(o_.raw_in.size()) + " processes × ") << o_.reps
       << " runs per point, each process after " << o_.warmup
@@ -855,6 +872,8 @@ class Bench {
   Results results_;
   int failures_ = 0;
   std::string load_start_, load_end_;
+  // The cache-line hand-off in ns before and after the runs ("a/b/c" over --raw-in files).
+  std::string handoff_start_, handoff_end_;
 };
 
 }  // namespace
