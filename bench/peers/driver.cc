@@ -642,23 +642,23 @@ class Bench {
   void read_raw(const std::string& file) {
     std::ifstream in(file);
     if (!in) throw std::runtime_error("cannot read " + file);
+    // A header line "# TAG A B": the figures before and after that file's runs, joined to
+    // those of the files read before it ("a/b").
+    auto header = [](const std::string& line, const std::string& tag, std::string& start,
+                     std::string& end) {
+      if (line.rfind(tag, 0) != 0) return false;
+      std::istringstream l(line.substr(tag.size()));
+      std::string a, b;
+      l >> a >> b;
+      start = start.empty() ? a : start + "/" + a;
+      end = end.empty() ? b : end + "/" + b;
+      return true;
+    };
     int line_no = 0;
     for (std::string line; std::getline(in, line);) {
       ++line_no;
-      if (line.rfind("# load ", 0) == 0) {
-        std::istringstream l(line.substr(7));
-        std::string a, b;
-        l >> a >> b;
-        load_start_ = load_start_.empty() ? a : load_start_ + "/" + a;
-        load_end_ = load_end_.empty() ? b : load_end_ + "/" + b;
-        continue;
-      }
-      if (line.rfind("# handoff ", 0) == 0) {
-        std::istringstream l(line.substr(10));
-        std::string a, b;
-        l >> a >> b;
-        handoff_start_ = handoff_start_.empty() ? a : handoff_start_ + "/" + a;
-        handoff_end_ = handoff_end_.empty() ? b : handoff_end_ + "/" + b;
+      if (header(line, "# load ", load_start_, load_end_) ||
+          header(line, "# handoff ", handoff_start_, handoff_end_)) {
         continue;
       }
       const std::vector<std::string> f = split(line);
