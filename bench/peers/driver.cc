@@ -279,9 +279,11 @@ class Bench {
       for (const std::string& f : o_.raw_in) read_raw(f);
     } else {
       load_start_ = load_average();
-      handoff_start_ = std::to_string(std::lround(bench::line_transfer_ns()));
+      // Between two cores only: on one CPU the probe would time context switches.
+      const bool probe = bench::usable_cpus() >= 2;
+      if (probe) handoff_start_ = std::to_string(std::lround(bench::line_transfer_ns()));
       for (const std::vector<const RuntimeEntry*>& phase : phases()) run_phase(phase);
-      handoff_end_ = std::to_string(std::lround(bench::line_transfer_ns()));
+      if (probe) handoff_end_ = std::to_string(std::lround(bench::line_transfer_ns()));
       load_end_ = load_average();
       if (!o_.raw_out.empty()) write_raw();
     }
@@ -619,7 +621,9 @@ class Bench {
   void write_raw() const {
     std::ofstream out(o_.raw_out);
     out << "# load " << load_start_ << " " << load_end_ << "\n";
-    out << "# handoff " << handoff_start_ << " " << handoff_end_ << "\n";
+    if (!handoff_start_.empty()) {
+      out << "# handoff " << handoff_start_ << " " << handoff_end_ << "\n";
+    }
     for (const auto& [name, by_point] : results_) {
       for (const auto& [pi, s] : by_point) {
         const Point& pt = points_[pi];
