@@ -9,7 +9,6 @@
 // prints the figure beside its own.
 #pragma once
 
-#include <algorithm>
 #include <thread>
 
 namespace depengine::bench {
