@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "depengine/running_op.h"
+#include "prefetch.h"
 #include "record_pool.h"
 #include "reduce.h"
 
@@ -165,8 +166,8 @@ void Op::check_layout() noexcept {
 void Op::prefetch_free_record(const void* record) noexcept {
   const char* const p = static_cast<const char*>(record);
   constexpr std::size_t kAccesses = offsetof(Op, acc) + offsetof(AccessArray, inline_);
-  for (std::size_t line = 0; line <= kAccesses; line += 64) __builtin_prefetch(p + line, 1, 3);
-  __builtin_prefetch(p + offsetof(Op, body_storage_), 1, 3);
+  for (std::size_t line = 0; line <= kAccesses; line += 64) prefetch_for_write(p + line);
+  prefetch_for_write(p + offsetof(Op, body_storage_));
 }
 #pragma GCC diagnostic pop
 

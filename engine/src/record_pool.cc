@@ -8,6 +8,7 @@
 #include <oneapi/tbb/scalable_allocator.h>
 
 #include "op.h"
+#include "prefetch.h"
 #include "spin_lock.h"
 #include "var_state.h"
 
@@ -23,7 +24,7 @@ struct Layout {
 // Ops on cache-line boundaries: their fields are laid out by line (op.h).
 constexpr std::size_t kOpAlign = 64;
 static_assert(kOpAlign >= alignof(Op));
-void prefetch_var_state(const void* record) noexcept { __builtin_prefetch(record, 1, 3); }
+void prefetch_var_state(const void* record) noexcept { prefetch_for_write(record); }
 constexpr Layout kLayouts[] = {{sizeof(Op), kOpAlign, Op::prefetch_free_record},
                                {sizeof(VarState), alignof(VarState), prefetch_var_state}};
 constexpr std::size_t kKinds = std::size(kLayouts);

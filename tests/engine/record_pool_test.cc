@@ -2,6 +2,10 @@
 // for its record, records freed by one thread come back to another in batches, and the
 // kinds never mix.
 #include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
 #include <set>
 #include <thread>
 #include <vector>
@@ -9,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "op.h"
+#include "prefetch.h"
 #include "record_pool.h"
 #include "var_state.h"
 
@@ -83,6 +88,35 @@ TEST(RecordPool, VarStatesComeFromThePool) {
   for (const Var& v : vars) {
     EXPECT_EQ(reinterpret_cast<std::uintptr_t>(v.state()) % 64, 0u);
   }
+}
+
+#if defined(__x86_64__) && defined(__linux__) && (defined(__GNUC__) || defined(__clang__))
+// prefetch.h reads the CPU's PREFETCHW bit itself; the kernel lists the same bit as the flag
+// "3dnowprefetch" in /proc/cpuinfo.
+TEST(PrefetchForWrite, FindsPrefetchwWhereTheKernelDoes) {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  if (!cpuinfo) GTEST_SKIP() << "no /proc/cpuinfo";
+  std::string line;
+  while (std::getline(cpuinfo, line) && line.rfind("flags", 0) != 0) {
+  }
+  if (line.empty()) GTEST_SKIP() << "no flags line in /proc/cpuinfo";
+  std::istringstream flags(line.substr(line.find(':') + 1));
+  bool listed = false;
+  for (std::string f; flags >> f;) listed = listed || f == "3dnowprefetch";
+  EXPECT_EQ(g_has_prefetchw, listed);
+  EXPECT_EQ(cpu_has_prefetchw(), listed);
+}
+#endif
+
+// A prefetch is a hint: the record's bytes stay as they were, whichever instruction it takes.
+TEST(PrefetchForWrite, LeavesTheRecordAsItWas) {
+  void* p = record_pool::allocate(Record::op);
+  std::memset(p, 0x5a, sizeof(Op));
+  Op::prefetch_free_record(p);
+  prefetch_for_write(p);
+  const auto* bytes = static_cast<const unsigned char*>(p);
+  for (std::size_t i = 0; i < sizeof(Op); ++i) ASSERT_EQ(bytes[i], 0x5a) << "byte " << i;
+  record_pool::release(Record::op, p);
 }
 
 }  // namespace
