@@ -1,19 +1,17 @@
-// The scheduler's queue of ready ops of rank 0: a growable ring under a spin lock.
+// The scheduler's queue of ready ops of rank 0: a growable ring. Not thread-safe: the
+// scheduler holds its own spin lock around every call (scheduler.h, Scheduler::Normal), so
+// that one acquisition also covers its count of queued ops and of lingering drain tasks.
 //
 // Most ops go through this queue, pushed by the frontend's thread and popped by a worker,
-// so its cost is mostly cache-line transfers between two cores. A push or a pop here is one
-// lock-prefixed instruction on one line (the lock, the ends and the capacity share it) and a
-// store or load of an 8-byte slot; oneTBB's concurrent_queue, used before, touched a tail
-// counter, a micro-queue and its page on every push, each a line that the popping core had
-// just written. The critical sections are a few instructions, so the lock is uncontended in
-// practice even with every worker popping.
+// so its cost is mostly cache-line transfers between two cores. A push or a pop is one
+// lock-prefixed instruction on one line (the lock, the ends, the capacity and the counts
+// share it) and a store or load of an 8-byte slot; oneTBB's concurrent_queue, used before,
+// touched a tail counter, a micro-queue and its page on every push, each a line that the
+// popping core had just written.
 #pragma once
 
 #include <cstddef>
 #include <memory>
-#include <mutex>
-
-#include "spin_lock.h"
 
 namespace depengine::detail {
 
@@ -26,22 +24,19 @@ class ReadyFifo {
   ReadyFifo& operator=(const ReadyFifo&) = delete;
 
   void push(Op* op) {
-    std::lock_guard lk(lock_);
     if (tail_ - head_ > mask_) grow();
     slots_[tail_++ & mask_] = op;
   }
 
-  // Queues `n` ops in order under one acquisition of the lock.
+  // Queues `n` ops in order.
   void push(Op* const* ops, std::size_t n) {
-    std::lock_guard lk(lock_);
     while (tail_ - head_ + n > mask_ + 1) grow();
     for (std::size_t i = 0; i < n; ++i) slots_[tail_++ & mask_] = ops[i];
   }
 
   // The oldest op, or null when empty; `next` is set to the op queued behind it, or null
-  // (a hint: another thread may take it first).
+  // (a hint: another thread may take it first, once the caller lets go of the lock).
   Op* try_pop(Op*& next) noexcept {
-    std::lock_guard lk(lock_);
     if (head_ == tail_) return nullptr;
     Op* op = slots_[head_++ & mask_];
     next = head_ == tail_ ? nullptr : slots_[head_ & mask_];
@@ -51,8 +46,8 @@ class ReadyFifo {
  private:
   static constexpr std::size_t kInitial = 1024;
 
-  // Doubles the ring, keeping the order (under the lock). Rare: the ring only grows while
-  // ops are queued faster than the workers take them.
+  // Doubles the ring, keeping the order. Rare: the ring only grows while ops are queued
+  // faster than the workers take them.
   void grow() {
     const std::size_t n = tail_ - head_;
     // Not zeroed (a burst of pushes grows the ring to a megabyte): every slot is written
@@ -65,7 +60,6 @@ class ReadyFifo {
     tail_ = n;
   }
 
-  SpinLock lock_;
   std::unique_ptr<Op*[]> slots_;
   std::size_t mask_;
   std::size_t head_ = 0;  // next to pop

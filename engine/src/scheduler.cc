@@ -149,30 +149,43 @@ Scheduler::~Scheduler() {
 
 void Scheduler::submit(Op* op) {
   const int r = rank(*op);
-  if (r == 0) {
-    normal_.fifo.push(op);
-  } else if (r > 0) {
+  if (r > 0) {
     high_.push(op);
     high_size_.fetch_add(1, std::memory_order_release);
-  } else {
+  } else if (r < 0) {
     low_.push(op);
     low_size_.fetch_add(1, std::memory_order_release);
   }
-  count_queued(1);
+  bool lingering;
+  {
+    std::lock_guard lk(normal_.lock);
+    if (r == 0) normal_.fifo.push(op);
+    lingering = count_queued_locked(1);
+  }
+  if (!lingering) spawn_drainer_if_needed();
 }
 
 void Scheduler::submit_rank0(Op* const* ops, std::size_t n) {
-  normal_.fifo.push(ops, n);
-  count_queued(n);
+  bool lingering;
+  {
+    std::lock_guard lk(normal_.lock);
+    normal_.fifo.push(ops, n);
+    lingering = count_queued_locked(static_cast<long>(n));
+  }
+  if (!lingering) spawn_drainer_if_needed();
 }
 
-void Scheduler::count_queued(std::size_t n) {
-  normal_.queued.fetch_add(static_cast<long>(n), std::memory_order_seq_cst);
-  // A lingering drain task will take the op (see wait_for_work()): the common case, checked
-  // here on the line the op was just queued on. One task is enough for many ops: one that
-  // finds more queued behind the op it took starts another (drain()).
-  if (normal_.lingering.load(std::memory_order_seq_cst) > 0) return;
-  spawn_drainer_if_needed();
+bool Scheduler::count_queued_locked(long n) noexcept {
+  normal_.queued.store(normal_.queued.load(std::memory_order_relaxed) + n,
+                       std::memory_order_relaxed);
+  // A lingering drain task will take the ops: the common case, read here under the lock
+  // that a task takes to stop lingering, so that either this sees it lingering or it sees
+  // these ops (wait_for_work()). One task is enough for many ops: one that finds more
+  // queued behind the op it took starts another (drain()). Else the caller decides whom to
+  // wake after letting go of the lock (spawn_drainer_if_needed): a task parks, and leaves,
+  // announcing it and checking this count under the same lock, so those loads need no
+  // barrier of their own either.
+  return normal_.lingering.load(std::memory_order_relaxed) > 0;
 }
 
 bool Scheduler::keep_continuation(const Op& next) const noexcept {
@@ -204,20 +217,27 @@ Op* Scheduler::pop() {
   Op* behind = nullptr;
   if (high_size_.load(std::memory_order_acquire) > 0 && high_.try_pop(op)) {
     high_size_.fetch_sub(1, std::memory_order_relaxed);
-  } else if ((op = normal_.fifo.try_pop(behind))) {
-    // The op after it is most likely this thread's next: its record comes over while this
-    // one runs. Another thread may take, run and free it meanwhile; a prefetch of freed
-    // memory does no harm (it never faults or writes), but the sanitizers count it as a
-    // read, so their builds leave it out.
-#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-    if (behind) behind->prefetch_record();
-#endif
-  } else if (low_size_.load(std::memory_order_acquire) > 0 && low_.try_pop(op)) {
-    low_size_.fetch_sub(1, std::memory_order_relaxed);
   } else {
-    return nullptr;
+    {
+      std::lock_guard lk(normal_.lock);
+      op = normal_.fifo.try_pop(behind);
+      if (op) count_queued_locked(-1);
+    }
+    if (op) {
+      // The op after it is most likely this thread's next: its record comes over while
+      // this one runs. Another thread may take, run and free it meanwhile; a prefetch of
+      // freed memory does no harm (it never faults or writes), but the sanitizers count it
+      // as a read, so their builds leave it out.
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+      if (behind) behind->prefetch_record();
+#endif
+      return op;
+    }
+    if (low_size_.load(std::memory_order_acquire) == 0 || !low_.try_pop(op)) return nullptr;
+    low_size_.fetch_sub(1, std::memory_order_relaxed);
   }
-  normal_.queued.fetch_sub(1, std::memory_order_relaxed);
+  std::lock_guard lk(normal_.lock);
+  count_queued_locked(-1);
   return op;
 }
 
@@ -247,20 +267,33 @@ bool Scheduler::wait_for_work(Parker& self) {
   const auto park_until = Clock::now() + kPark;
   bool claimed = false;
   for (;;) {
-    const int before = normal_.lingering.fetch_add(1, std::memory_order_seq_cst);
+    // Lingering is announced and ended under the queue's lock, which a submit holds while it
+    // queues its op and reads the count: a submit that sees this task lingering wakes no
+    // one, and this task, leaving the count, sees that submit's op.
+    int before;
+    {
+      std::lock_guard lk(normal_.lock);
+      before = normal_.lingering.load(std::memory_order_relaxed);
+      normal_.lingering.store(before + 1, std::memory_order_relaxed);
+    }
     // A claimed task ends its wake under way only once it counts as lingering: a submit
     // always sees one of the two (spawn_drainer_if_needed), and this task's checks below
     // come after both.
     if (claimed) wakes_pending_.fetch_sub(1, std::memory_order_seq_cst);
     const auto spin_until =
         Clock::now() + (before < max_lingering_ ? kLinger : std::chrono::microseconds(0));
-    while (normal_.queued.load(std::memory_order_seq_cst) == 0 && !must_leave() &&
+    while (normal_.queued.load(std::memory_order_relaxed) == 0 && !must_leave() &&
            Clock::now() < spin_until) {
       std::this_thread::yield();
     }
-    normal_.lingering.fetch_sub(1, std::memory_order_seq_cst);
-    // Checked after leaving the count too: a submit that saw this task lingering woke no one.
-    if (normal_.queued.load(std::memory_order_seq_cst) != 0) return true;
+    bool queued;
+    {
+      std::lock_guard lk(normal_.lock);
+      normal_.lingering.store(normal_.lingering.load(std::memory_order_relaxed) - 1,
+                              std::memory_order_relaxed);
+      queued = normal_.queued.load(std::memory_order_relaxed) != 0;
+    }
+    if (queued) return true;
     if (must_leave()) return false;
     // Then it parks, until a submit claims it (and it lingers again) or kPark has passed
     // without one; it leaves oneTBB's thread to other work then, and at once when a kernel
@@ -271,15 +304,20 @@ bool Scheduler::wait_for_work(Parker& self) {
 }
 
 bool Scheduler::park(Parker& self, std::chrono::steady_clock::time_point deadline) {
+  bool none_queued;
   {
     std::lock_guard lk(parked_mu_);
     self.next = parked_top_;
     parked_top_ = &self;
+    // Listed and checked under the queue's lock: a submit either sees this task listed
+    // (it counts its op under the same lock before it looks), or its op is seen here.
+    std::lock_guard qlk(normal_.lock);
     parked_.fetch_add(1, std::memory_order_seq_cst);
+    none_queued = normal_.queued.load(std::memory_order_relaxed) == 0;
   }
-  // Listed first, checked after: a submit either sees this task listed, or its op is seen
-  // here (both sides sequentially consistent). Likewise a stop or a parallel loop.
-  bool wait = normal_.queued.load(std::memory_order_seq_cst) == 0 && !must_leave();
+  // Listed first, checked after: a stop or a parallel loop either sees this task listed
+  // (wake_all_parked) or is seen here.
+  bool wait = none_queued && !must_leave();
   if (wait && self.woken.try_acquire_until(deadline)) return true;
   // Not woken (an op came meanwhile, or the deadline passed): off the list, unless a submit
   // has claimed this task already; its wake-up is then on its way, and taken.
@@ -396,9 +434,15 @@ void Scheduler::drain(Scheduler* s) {
     s->runner_.ran_out();
     if (s->wait_for_work(s->parkers_[slot])) continue;
     // Leave, then look again: a submit that saw every drain task busy before the decrement
-    // relies on this re-check (both sides use seq_cst on normal_.queued and drainers_).
-    s->drainers_.fetch_sub(1, std::memory_order_seq_cst);
-    if (s->normal_.queued.load(std::memory_order_seq_cst) == 0) break;
+    // relies on this re-check. Both under the queue's lock, which a submit holds while it
+    // counts its op, before it reads drainers_.
+    bool none_queued;
+    {
+      std::lock_guard lk(s->normal_.lock);
+      s->drainers_.fetch_sub(1, std::memory_order_seq_cst);
+      none_queued = s->normal_.queued.load(std::memory_order_relaxed) == 0;
+    }
+    if (none_queued) break;
     int n = s->drainers_.load(std::memory_order_seq_cst);
     bool rejoined = false;
     while (n < s->threads_ && !rejoined) {

@@ -26,7 +26,11 @@
 //   in wait_all or wait_to_read) in the arena's slot kept for it.
 //
 // A parked task's sleep follows the announce-then-check rule of notifier.h, with the list
-// as the announcement (see wait_for_work). Two waits poll, each bounded: help() yields while
+// as the announcement (see wait_for_work). The announcements a submit reads (a task
+// lingering, parked or leaving) are made, and the count of queued ops checked, under the
+// rank-0 queue's lock, which every submit holds while it counts its op: either the submit
+// sees the task's announcement or the task sees the op, with no barrier on the submit's
+// path beyond the lock it takes to queue the op. Two waits poll, each bounded: help() yields while
 // it lingers (kLinger without an op), and the destructor yields until the drain tasks, told
 // to stop, have returned.
 #pragma once
@@ -44,6 +48,7 @@
 
 #include "op.h"
 #include "ready_fifo.h"
+#include "spin_lock.h"
 
 namespace depengine::detail {
 
@@ -134,8 +139,9 @@ class Scheduler {
   // Runs `op` and the continuations this thread keeps.
   void run_from(Op* op, int worker);
   void spawn_drainer_if_needed();
-  // Counts `n` ops just queued and makes sure a drain task will come for them.
-  void count_queued(std::size_t n);
+  // Adds `n` to the count of queued ops, under normal_.lock; true when a drain task is
+  // lingering (it will take them: see wait_for_work()).
+  bool count_queued_locked(long n) noexcept;
   // Spins for kLinger, then parks for kPark; true when an op came, false when the drain task
   // should leave.
   bool wait_for_work(Parker& self);
@@ -154,13 +160,18 @@ class Scheduler {
   std::shared_ptr<void> parallelism_;  // keeps oneTBB's worker limit >= threads_
   std::shared_ptr<void> registration_;  // in the list ParallelRegion calls back
   PriorityQueue high_, low_;
-  // What every submit and pop touches shares a cache line: the rank-0 queue, the count of
-  // queued ops, and the count of lingering drain tasks (which submit reads, and a task
-  // changes each time it runs out of ops). The rest sits on lines of its own.
+  // What every submit and pop touches shares a cache line, under one spin lock: the rank-0
+  // queue, the count of queued ops, and the count of lingering drain tasks (which submit
+  // reads, and a task changes each time it runs out of ops). A submit or a pop is then one
+  // lock-prefixed instruction on that line: the counts are plain stores under the lock, not
+  // atomic read-modify-writes of their own (each of which drained the store buffer and took
+  // the line back from the cores polling it). The counts are atomics so that idle tasks may
+  // poll them without the lock. The rest sits on lines of its own.
   struct alignas(64) Normal {
-    ReadyFifo fifo;
-    std::atomic<long> queued{0};     // ops in all the queues
-    std::atomic<int> lingering{0};  // drain tasks spinning in wait_for_work()
+    SpinLock lock;
+    ReadyFifo fifo;                 // under lock
+    std::atomic<long> queued{0};    // ops in all the queues; written under lock
+    std::atomic<int> lingering{0};  // drain tasks spinning in wait_for_work(); written under lock
   } normal_;
   alignas(64) std::atomic<long> high_size_{0};
   std::atomic<long> low_size_{0};

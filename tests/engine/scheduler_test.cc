@@ -287,6 +287,47 @@ TEST(SchedulerWakeUp, OpsQueuedTogetherAllRun) {
   }
 }
 
+// Single ops submitted from two threads at gaps around the drain tasks' lingering (kLinger)
+// and parking (kPark) times all run: every submit finds each task busy, lingering, parking,
+// parked or leaving at some point, and whichever it finds, either the submit sees the task's
+// announcement or the task sees the op (the submit reads them after counting its op under
+// the queue's lock). The last op of a round has no later submit to rescue it if both missed.
+TEST(SchedulerWakeUp, OpsSubmittedAsTasksLingerParkAndLeaveAllRun) {
+  struct Runner final : detail::CpuRunner {
+    std::atomic<int> ran{0};
+    detail::Op* run_cpu(detail::Op* op, int) override {
+      ran.fetch_add(1);
+      op->release();
+      return nullptr;
+    }
+  };
+  using std::chrono::microseconds;
+  const microseconds gaps[] = {microseconds(0),   microseconds(20),   microseconds(45),
+                               microseconds(55),  microseconds(300),  microseconds(1900),
+                               microseconds(2100), microseconds(2600)};
+  constexpr int kGaps = static_cast<int>(std::size(gaps));
+  for (int threads : {1, 2}) {
+    Runner runner;
+    detail::Scheduler sched(threads, runner);
+    int total = 0;
+    for (int round = 0; round < 12; ++round) {
+      auto submitter = [&](int seed) {
+        for (int k = 0; k < 6; ++k) {
+          std::this_thread::sleep_for(gaps[(seed * 5 + k * 3 + round) % kGaps]);
+          sched.submit(new detail::Op(nullptr, detail::OpKind::body, PushOptions{}));
+        }
+      };
+      std::thread a(submitter, 1), b(submitter, 2);
+      a.join();
+      b.join();
+      total += 12;
+      ASSERT_TRUE(eventually([&] { return runner.ran.load() == total; }))
+          << threads << " threads, round " << round << ": " << runner.ran.load() << " of "
+          << total << " ran";
+    }
+  }
+}
+
 #ifdef __linux__
 // Pool threads run SCHED_BATCH, so that waking one never preempts the frontend that woke it.
 TEST(SchedulerWakeUp, PoolThreadsDoNotPreemptTheirWaker) {
