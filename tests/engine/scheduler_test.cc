@@ -255,20 +255,22 @@ TEST(SchedulerReadyFifo, BatchPushesKeepPushOrder) {
   EXPECT_EQ(fifo.try_pop(behind), nullptr);
 }
 
+// A CPU runner that counts the ops it runs and frees each.
+struct CountingRunner final : detail::CpuRunner {
+  std::atomic<int> ran{0};
+  detail::Op* run_cpu(detail::Op* op, int) override {
+    ran.fetch_add(1);
+    op->release();
+    return nullptr;
+  }
+};
+
 // Ops queued together (a release that made many ready at once) all run, whether the drain
 // tasks were parked, lingering or busy when they came.
 TEST(SchedulerWakeUp, OpsQueuedTogetherAllRun) {
-  struct Runner final : detail::CpuRunner {
-    std::atomic<int> ran{0};
-    detail::Op* run_cpu(detail::Op* op, int) override {
-      ran.fetch_add(1);
-      op->release();
-      return nullptr;
-    }
-  };
   auto make = [] { return new detail::Op(nullptr, detail::OpKind::body, PushOptions{}); };
   for (int threads : {1, 2, 4}) {
-    Runner runner;
+    CountingRunner runner;
     detail::Scheduler sched(threads, runner);
     int total = 0;
     for (int round = 0; round < 50; ++round) {
@@ -293,21 +295,13 @@ TEST(SchedulerWakeUp, OpsQueuedTogetherAllRun) {
 // announcement or the task sees the op (the submit reads them after counting its op under
 // the queue's lock). The last op of a round has no later submit to rescue it if both missed.
 TEST(SchedulerWakeUp, OpsSubmittedAsTasksLingerParkAndLeaveAllRun) {
-  struct Runner final : detail::CpuRunner {
-    std::atomic<int> ran{0};
-    detail::Op* run_cpu(detail::Op* op, int) override {
-      ran.fetch_add(1);
-      op->release();
-      return nullptr;
-    }
-  };
   using std::chrono::microseconds;
   const microseconds gaps[] = {microseconds(0),   microseconds(20),   microseconds(45),
                                microseconds(55),  microseconds(300),  microseconds(1900),
                                microseconds(2100), microseconds(2600)};
   constexpr int kGaps = static_cast<int>(std::size(gaps));
   for (int threads : {1, 2}) {
-    Runner runner;
+    CountingRunner runner;
     detail::Scheduler sched(threads, runner);
     int total = 0;
     for (int round = 0; round < 12; ++round) {
