@@ -30,9 +30,9 @@
 // lingering, parked or leaving) are made, and the count of queued ops checked, under the
 // rank-0 queue's lock, which every submit holds while it counts its op: either the submit
 // sees the task's announcement or the task sees the op, with no barrier on the submit's
-// path beyond the lock it takes to queue the op. Two waits poll, each bounded: help() yields while
-// it lingers (kLinger without an op), and the destructor yields until the drain tasks, told
-// to stop, have returned.
+// path beyond the lock it takes to queue the op. Two waits poll, each bounded: help()
+// yields while it lingers (kLinger without an op), and the destructor yields until the
+// drain tasks, told to stop, have returned.
 #pragma once
 
 #include <algorithm>
