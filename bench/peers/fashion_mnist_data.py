@@ -18,7 +18,8 @@ import time
 
 import numpy as np
 
-DATA = "/usr/share/datasets/fashion-mnist"
+# Debian's dataset-fashion-mnist, or the folder FASHION_MNIST_DIR names (tools/gpu-check.sh).
+DATA = os.environ.get("FASHION_MNIST_DIR", "/usr/share/datasets/fashion-mnist")
 MEAN, STD = 0.2860, 0.3530
 
 
