@@ -12,6 +12,7 @@
 #                                   # only the driver and CUDA's libraries are needed
 #   CNN=0 tools/gpu-check.sh        # without the CNN step (issue 25's experiment on the GPU)
 #   SANITIZE=1 tools/gpu-check.sh   # also the GPU tests under compute-sanitizer's memcheck
+#   CNN_EPOCHS=3 tools/gpu-check.sh # epochs of each CNN run (default 1)
 #   LOG_DIR=/tmp/logs tools/gpu-check.sh   # where logs and the table go (default: the build)
 #
 # The CNN step installs the Python package built with CUDA (into $BUILD_DIR/python-venv, or
@@ -148,7 +149,8 @@ if [[ ${CNN:-1} != 0 ]]; then
     py=$venv/bin/python
   fi
   # Runs "$@" with its output in $1's log while nvidia-smi samples GPU 0's utilization every
-  # 100 ms; prints the mean of the samples.
+  # 100 ms; prints the mean of the samples from the first non-zero one to the last (the
+  # process's start, imports and data loading, and its exit, leave the GPU idle).
   sampled() {
     local log=$1 samples
     shift
@@ -160,8 +162,11 @@ if [[ ${CNN:-1} != 0 ]]; then
     timeout "$limit_s" "$@" >"$log" 2>&1 || rc=$?
     kill "$sampler" 2>/dev/null || true
     wait "$sampler" 2>/dev/null || true
-    awk '$1 ~ /^[0-9]+$/ {s += $1; n++} END {if (n) printf "%.1f%%", s / n; else printf "n/a"}' \
-      "$samples"
+    awk '$1 ~ /^[0-9]+$/ {v[n++] = $1}
+         END {f = 0; while (f < n && v[f] == 0) f++; l = n - 1; while (l > f && v[l] == 0) l--
+              if (f >= n) {printf "0%% (no sample above 0)"; exit}
+              for (i = f; i <= l; i++) s += v[i]
+              printf "%.1f%% over %d samples", s / (l - f + 1), l - f + 1}' "$samples"
     rm -f "$samples"
     return $rc
   }
@@ -177,7 +182,7 @@ print("%.0f examples/s, %.2f s, test acc %.2f%%, %s %.1f%%" % (r["examples_per_s
     flags=()
     [[ $mode == hybridized ]] && flags+=(--hybridize)
     if dep_smi=$(sampled "$dep_log" "$py" "$src/examples/python/mnist_cnn.py" --ctx gpu \
-      --limit "$limit" --test-limit 2000 --data "$data" "${flags[@]}"); then
+      --limit "$limit" --test-limit 2000 --epochs "${CNN_EPOCHS:-1}" --data "$data" "${flags[@]}"); then
       echo "depengine (Python, gluon $mode, gpu(0)): $(result "$dep_log"); nvidia-smi GPU utilization $dep_smi"
     else
       echo "mnist_cnn.py --ctx gpu ${flags[*]} failed:" >&2
@@ -190,7 +195,7 @@ print("%.0f examples/s, %.2f s, test acc %.2f%%, %s %.1f%%" % (r["examples_per_s
     torch_log=$logs/cnn-torch.log
     # A peer that cannot run here is reported, not a failure of the check.
     if torch_smi=$(sampled "$torch_log" "$tpy" "$src/bench/peers/cnn_torch.py" --device cuda \
-      --limit "$limit" --test-limit 2000); then
+      --limit "$limit" --test-limit 2000 --epochs "${CNN_EPOCHS:-1}"); then
       echo "PyTorch eager (cuda:0): $(result "$torch_log" | sed 's/, process CPU.*//'); nvidia-smi GPU utilization $torch_smi"
     else
       echo "PyTorch eager (cuda:0) did not run: $(tail -1 "$torch_log")"

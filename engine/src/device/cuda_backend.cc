@@ -2,10 +2,16 @@
 // cudart (no kernels here), built only when CUDA is enabled; no_cuda_backend.cc stands in
 // otherwise.
 //
-// Completion: each stream has a completion thread. notify_when_done records a pooled event
-// created with cudaEventBlockingSync and queues it with the callback; the thread waits on the
-// events in order (sleeping, not spinning) and calls the callbacks, never a CPU worker. The
-// callbacks themselves are engine code that makes no CUDA call.
+// Completion: each stream has a completion thread. notify_when_done records a pooled plain
+// event (cudaEventDisableTiming) and queues it with the callback; the thread takes them in
+// order and calls the callbacks, never a CPU worker. When the oldest event is not done yet,
+// the thread records the stream's own cudaEventBlockingSync event (the waker) behind
+// everything enqueued so far and sleeps on it: one sleep covers every op launched before it,
+// and the launching thread never records a blocking-sync event. On an H200, recording one
+// cost the launching thread about 1 us when reused and 25 us the first time (a plain event:
+// under 0.5 us); with one per op, a chain of tiny ops took 36-40 us per op in 3 of 14 processes
+// (docs/gpu.md, "Measured on an H200"). The callbacks are engine code that makes no CUDA
+// call.
 //
 // enqueue_host uses cudaLaunchHostFunc. Its function must not call CUDA (a CUDA rule); an
 // exception it throws is kept with the number of the host task that threw it, so that
@@ -126,6 +132,12 @@ class CudaStream final : public DeviceStream {
     const int priority = lane == Lane::priority ? greatest : least;
     check(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, priority), device,
           what("cudaStreamCreateWithPriority"));
+    const cudaError_t made =
+        cudaEventCreateWithFlags(&waker_, cudaEventDisableTiming | cudaEventBlockingSync);
+    if (made != cudaSuccess) {
+      cudaStreamDestroy(stream_);
+      check(made, device, what("cudaEventCreateWithFlags"));
+    }
     completer_.emplace([this](Pending& p) { complete(p); },
                        [this] {
                          if (cudaSetDevice(device_.id) != cudaSuccess) cudaGetLastError();
@@ -135,6 +147,7 @@ class CudaStream final : public DeviceStream {
   ~CudaStream() override {
     completer_.reset();  // reports what is pending, then stops
     cudaStreamSynchronize(stream_);
+    cudaEventDestroy(waker_);
     cudaStreamDestroy(stream_);
   }
 
@@ -152,6 +165,8 @@ class CudaStream final : public DeviceStream {
   }
 
   std::unique_ptr<StreamGraph> capture(const std::function<void()>& enqueue) override {
+    // The completion thread records no waker meanwhile: it would join the graph.
+    std::lock_guard capturing(capture_mu_);
     if (cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
       cudaGetLastError();
       return nullptr;
@@ -265,14 +280,27 @@ class CudaStream final : public DeviceStream {
         return e;
       }
     }
-    return std::make_unique<CudaEvent>(device_.id, cudaEventDisableTiming | cudaEventBlockingSync);
+    return std::make_unique<CudaEvent>(device_.id, cudaEventDisableTiming);
+  }
+
+  // On the completion thread: records the waker behind all the work enqueued so far and
+  // sleeps until that work has finished. Returns the status of the record or of the wait.
+  cudaError_t sleep_until_done() {
+    {
+      std::lock_guard not_capturing(capture_mu_);
+      const cudaError_t e = cudaEventRecord(waker_, stream_);
+      if (e != cudaSuccess) return e;
+    }
+    return cudaEventSynchronize(waker_);
   }
 
   // On the completion thread: waits for the work before `p`'s record, then reports it.
   void complete(Pending& p) {
     std::exception_ptr error = std::move(p.error);
     if (p.event) {
-      const cudaError_t e = cudaEventSynchronize(p.event->get());
+      cudaError_t e = cudaEventQuery(p.event->get());
+      // The waker is recorded after p's event, so once it is done p's is too.
+      if (e == cudaErrorNotReady) e = sleep_until_done();
       if (e != cudaSuccess) {
         cudaGetLastError();
         error = std::make_exception_ptr(Error(cuda_message(device_.id, what("device work"), e)));
@@ -297,6 +325,10 @@ class CudaStream final : public DeviceStream {
   std::deque<HostError> host_errors_;
   std::vector<std::unique_ptr<CudaEvent>> free_events_;
   std::uint64_t host_tickets_ = 0;
+  // Recorded and waited on by the completion thread alone (sleep_until_done).
+  cudaEvent_t waker_ = nullptr;
+  // Held while the stream captures, and by the completion thread while it records the waker.
+  std::mutex capture_mu_;
   // Reports completions in stream order (the CUDA-free part of a stream, serial_worker.h).
   std::optional<SerialWorker<Pending>> completer_;
 };
