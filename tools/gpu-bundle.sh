@@ -64,8 +64,12 @@ src, dst, train, test = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv
 for prefix, n in (("train", train), ("t10k", test)):
     for kind, ndim, item in (("images-idx3-ubyte", 3, 784), ("labels-idx1-ubyte", 1, 1)):
         name = f"{prefix}-{kind}.gz"
-        with gzip.open(os.path.join(src, name), "rb") as f:
-            raw = f.read()
+        try:
+            with gzip.open(os.path.join(src, name), "rb") as f:
+                raw = f.read()
+        except OSError as e:
+            sys.exit(f"gpu-bundle: {os.path.join(src, name)}: {e} (install Debian's "
+                     "dataset-fashion-mnist, or set FASHION_MNIST_DIR)")
         dims = list(struct.unpack(">" + "I" * ndim, raw[4:4 + 4 * ndim]))
         if n > dims[0]:
             sys.exit(f"gpu-bundle: {name} has {dims[0]} items, {n} asked for")

@@ -65,6 +65,10 @@ else
 fi
 mkdir -p "$logs"
 if [[ -n $prebuilt ]]; then
+  if [[ ! -x $prebuilt/bin/gpu_ops_test ]]; then
+    echo "PREBUILT=$prebuilt has no bin/gpu_ops_test: unpack tools/gpu-bundle.sh's archive there" >&2
+    exit 1
+  fi
   # The bundle's own libraries first, then the folders holding this machine's cudart and
   # cuBLAS (the toolkit's, or the pip wheels' of a Python that has them).
   cuda_dirs=
