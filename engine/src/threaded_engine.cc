@@ -426,6 +426,12 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuLaunch
     op->wait.store(n + 1, std::memory_order_relaxed);
     int granted = 0;
     for (Access& a : op->acc) {
+      // A read of a var that nothing waits on and no write holds, the frontend's inputs'
+      // common case, is granted without the var's lock (the push lock orders the pushes).
+      if (a.var->queue.grant_read_unlocked(a)) {
+        ++granted;
+        continue;
+      }
       std::lock_guard vl(a.var->queue.lock);
       if (a.var->queue.grant_or_enqueue(a)) ++granted;
     }

@@ -131,7 +131,10 @@ class Granted {
 // hot fields they share one cache line (var_state.h); `parked` (commute only) may spill.
 struct VarQueue {
   SpinLock lock;
-  bool write_active = false;
+  // A write is granted. Atomic, with group_running, for grant_read_unlocked, which reads both
+  // without `lock`: relaxed under it, and the store that ends a write or a run is a release,
+  // so that a read granted without the lock comes after the writes to the var's data.
+  std::atomic<bool> write_active{false};
   AccessKind group_kind = AccessKind::commute;
   // Commute exclusion (commute.h): an op of the granted run holds the var while it runs;
   // ops that found it held wait in `parked` (linked through Op::next_parked), off the
@@ -152,7 +155,7 @@ struct VarQueue {
   // reaches zero outside the lock, so whether reads are running, which everything else
   // here decides on, changes only under it.
   std::atomic<int> running_reads{0};
-  int group_running = 0;  // granted accesses of the current commute or reduce run
+  std::atomic<int> group_running{0};  // granted accesses of the current commute or reduce run
   // The waiting (not yet granted) accesses: `waiting` of them from ring[first] on, modulo
   // the capacity. Changed under `lock`; atomic (relaxed, or release for `first`: plain
   // loads and stores on x86) for the readers without it: a pusher's make_room reads
@@ -185,10 +188,12 @@ struct VarQueue {
 
   // No access granted, waiting or parked on the var.
   bool idle() const noexcept {
-    return !write_active && reads_running() == 0 && group_running == 0 && waiting_now() == 0 &&
+    return !writing() && reads_running() == 0 && group_now() == 0 && waiting_now() == 0 &&
            !commute_held && !parked;
   }
   std::uint32_t waiting_now() const noexcept { return waiting.load(std::memory_order_relaxed); }
+  bool writing() const noexcept { return write_active.load(std::memory_order_relaxed); }
+  int group_now() const noexcept { return group_running.load(std::memory_order_relaxed); }
   std::uint32_t capacity() const noexcept { return std::uint32_t{1} << ring_log2; }
   // Without `lock`, by a thread that holds an access to the var (which keeps it alive): the
   // first waiting access, or one that was waiting a moment ago, or a slot never written
@@ -200,7 +205,9 @@ struct VarQueue {
     const std::uint32_t at = first.load(std::memory_order_acquire);
     return ring.load(std::memory_order_acquire)[at].load(std::memory_order_relaxed);
   }
-  // Granted reads now (exact under `lock`; without it, may only fall, and not to zero).
+  // Granted reads now. A pushing thread may raise it without `lock` (grant_read_unlocked,
+  // only while no access waits and no write or run is granted); otherwise it changes under
+  // `lock`, and without it may only fall, and not to zero.
   int reads_running() const noexcept { return running_reads.load(std::memory_order_relaxed); }
   // Releases a granted read without `lock` when other reads of its version still run (true):
   // such a release grants nothing and cannot leave the queue idle. False when it may be the
@@ -225,6 +232,30 @@ struct VarQueue {
   void make_room(std::uint32_t n) {
     if (capacity() - waiting_now() < n) [[unlikely]] grow(n);
   }
+  // Without `lock`, by a pushing thread under the engine's push lock: grants the read `a`
+  // when nothing waits and no write or commute/reduce run is granted (true), else leaves
+  // the queue as it was (false: the caller takes the lock and calls grant_or_enqueue). Only
+  // pushing threads, one at a time, queue accesses or grant them at push, and a release
+  // grants only what waits, so with nothing waiting no other thread can grant a write or a
+  // run until this push is over: what the loads below find free stays free. Releases
+  // meanwhile only lower the count of running reads (a last read's release, which takes it
+  // to zero under the lock, finds nothing waiting to grant), so the increment is right from
+  // any count. Saves the frontend the lock's acquire on a var that the workers' releases
+  // take too: inputs read by every op.
+  bool grant_read_unlocked(const Access& a) noexcept {
+    // Acquire: a grant_run that took the last waiting access stored `waiting` with release
+    // after it marked the write or run it granted, so `waiting` at zero shows that mark.
+    if (a.kind != AccessKind::read || a.gate || waiting.load(std::memory_order_acquire) != 0) {
+      return false;
+    }
+    // Acquire: pairs with the release that ended the last write or run (see write_active).
+    if (write_active.load(std::memory_order_acquire) ||
+        group_running.load(std::memory_order_acquire) != 0) {
+      return false;
+    }
+    running_reads.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
   // Grants `a` at once if nothing conflicts (true), else queues it (false): make_room(1)
   // came first.
   bool grant_or_enqueue(const Access& a) noexcept;
@@ -246,14 +277,14 @@ struct VarQueue {
   // Granted reads, an active write and a granted run exclude each other; an access waits
   // only behind something granted.
   void check() const noexcept {
-    DEPENGINE_INVARIANT(reads_running() >= 0 && group_running >= 0,
+    DEPENGINE_INVARIANT(reads_running() >= 0 && group_now() >= 0,
                         "a var's count of granted accesses went negative");
-    DEPENGINE_INVARIANT((write_active ? 1 : 0) + (reads_running() > 0 ? 1 : 0) +
-                                (group_running > 0 ? 1 : 0) <= 1,
+    DEPENGINE_INVARIANT((writing() ? 1 : 0) + (reads_running() > 0 ? 1 : 0) +
+                                (group_now() > 0 ? 1 : 0) <= 1,
                         "a var has accesses of different kinds granted together");
     DEPENGINE_INVARIANT(waiting_now() <= capacity(), "a var queue holds more than its ring");
     DEPENGINE_INVARIANT(
-        waiting_now() == 0 || write_active || reads_running() > 0 || group_running > 0,
+        waiting_now() == 0 || writing() || reads_running() > 0 || group_now() > 0,
         "a var queue waits behind nothing granted");
   }
 };
@@ -286,20 +317,20 @@ inline void VarQueue::grow(std::uint32_t n) {
 inline bool VarQueue::grant_or_enqueue(const Access& a) noexcept {
   check();
   const std::uint32_t w = waiting_now();
-  if (w == 0 && !write_active) {
+  if (w == 0 && !writing()) {
     if (grouped(a.kind)) {
-      if (reads_running() == 0 && (group_running == 0 || group_kind == a.kind)) {
+      if (reads_running() == 0 && (group_now() == 0 || group_kind == a.kind)) {
         group_kind = a.kind;
-        ++group_running;
+        group_running.store(group_now() + 1, std::memory_order_relaxed);
         return true;
       }
-    } else if (group_running == 0) {
+    } else if (group_now() == 0) {
       if (!writes(a.kind)) {
         running_reads.fetch_add(1, std::memory_order_relaxed);
         return true;
       }
       if (reads_running() == 0) {
-        write_active = true;
+        write_active.store(true, std::memory_order_relaxed);
         return true;
       }
     }
@@ -334,15 +365,16 @@ inline void VarQueue::grant_run(const Granted& run) noexcept {
   const AccessKind k = run.begin()->kind();
   if (grouped(k)) {
     group_kind = k;
-    group_running = static_cast<int>(n);
+    group_running.store(static_cast<int>(n), std::memory_order_relaxed);
   } else if (writes(k)) {
-    write_active = true;
+    write_active.store(true, std::memory_order_relaxed);
   } else {
     running_reads.fetch_add(static_cast<int>(n), std::memory_order_relaxed);
   }
   first.store((first.load(std::memory_order_relaxed) + n) & (capacity() - 1),
               std::memory_order_release);
-  waiting.store(waiting_now() - n, std::memory_order_relaxed);
+  // Release: grant_read_unlocked, finding no access waiting, then sees what was granted.
+  waiting.store(waiting_now() - n, std::memory_order_release);
 }
 
 inline void VarQueue::release(AccessKind kind, Granted& out) {
@@ -350,18 +382,19 @@ inline void VarQueue::release(AccessKind kind, Granted& out) {
   // Each branch finds whether this release is the one that grants, then copies what it
   // grants into `out` (which may throw) before it changes anything.
   if (grouped(kind)) {
-    DEPENGINE_INVARIANT(group_running > 0, "a commute or reduce access released on a var without its run");
-    if (group_running > 1) {
-      --group_running;
+    DEPENGINE_INVARIANT(group_now() > 0, "a commute or reduce access released on a var without its run");
+    if (group_now() > 1) {
+      group_running.store(group_now() - 1, std::memory_order_relaxed);
       out.take(0);
       return;
     }
     peek_first_run(out);
-    group_running = 0;
+    group_running.store(0, std::memory_order_release);
   } else if (!writes(kind)) {
     // A count of two or more falls as release_shared_read makes it fall; a count of one is
-    // this release's alone (release_shared_read never takes a count to zero), so it stays
-    // one until this release takes it to zero, after the copy.
+    // this release's alone (release_shared_read never takes a count to zero), so nothing
+    // but this release lowers it. A push may raise it meanwhile (grant_read_unlocked), only
+    // while nothing waits: the copy below is then empty, and the read it granted runs on.
     int r = reads_running();
     for (;;) {
       DEPENGINE_INVARIANT(r > 0, "a read released on a var with no running read");
@@ -376,9 +409,9 @@ inline void VarQueue::release(AccessKind kind, Granted& out) {
     // An acquire of every earlier read's release: the write this may grant comes after them.
     running_reads.fetch_sub(1, std::memory_order_acq_rel);
   } else {
-    DEPENGINE_INVARIANT(write_active, "a write released on a var with no active write");
+    DEPENGINE_INVARIANT(writing(), "a write released on a var with no active write");
     peek_first_run(out);
-    write_active = false;
+    write_active.store(false, std::memory_order_release);
   }
   grant_run(out);
   check();
