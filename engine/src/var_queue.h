@@ -151,9 +151,10 @@ struct VarQueue {
   // the engine's push lock: they may read it without `lock`.
   std::uint8_t ring_log2 = 1;
   // Granted reads not yet released. Atomic because a read that is not the last of its
-  // version is released without the lock (release_shared_read): the count then never
-  // reaches zero outside the lock, so whether reads are running, which everything else
-  // here decides on, changes only under it.
+  // version is released without the lock (release_shared_read), never taking the count to
+  // zero, and a push grants a read without it while nothing waits and nothing else is
+  // granted (grant_read_unlocked); otherwise whether reads are running, which everything
+  // else here decides on, changes only under the lock.
   std::atomic<int> running_reads{0};
   std::atomic<int> group_running{0};  // granted accesses of the current commute or reduce run
   // The waiting (not yet granted) accesses: `waiting` of them from ring[first] on, modulo
