@@ -60,7 +60,13 @@ add_libs "${programs[@]/#/$build/}"
 "${PYTHON:-python3}" - "${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}" \
   "$stage/data" "${TRAIN:-12000}" "${TEST:-2000}" <<'EOF'
 import gzip, os, struct, sys
-src, dst, train, test = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+src, dst = sys.argv[1], sys.argv[2]
+try:
+    train, test = int(sys.argv[3]), int(sys.argv[4])
+except ValueError:
+    sys.exit(f"gpu-bundle: TRAIN and TEST must be whole numbers, got {sys.argv[3]!r}, {sys.argv[4]!r}")
+if train < 1 or test < 1:
+    sys.exit(f"gpu-bundle: TRAIN and TEST must be at least 1, got {train}, {test}")
 for prefix, n in (("train", train), ("t10k", test)):
     for kind, ndim, item in (("images-idx3-ubyte", 3, 784), ("labels-idx1-ubyte", 1, 1)):
         name = f"{prefix}-{kind}.gz"
