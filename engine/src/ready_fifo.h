@@ -10,6 +10,7 @@
 // popping core had just written.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <memory>
 
@@ -42,6 +43,15 @@ class ReadyFifo {
     next = head_ == tail_ ? nullptr : slots_[head_ & mask_];
     return op;
   }
+
+  // Moves up to `max` of the oldest ops, in order, into `out`; returns how many.
+  std::size_t try_pop(Op** out, std::size_t max) noexcept {
+    const std::size_t n = std::min(max, tail_ - head_);
+    for (std::size_t i = 0; i < n; ++i) out[i] = slots_[head_++ & mask_];
+    return n;
+  }
+
+  std::size_t size() const noexcept { return tail_ - head_; }
 
  private:
   static constexpr std::size_t kInitial = 1024;

@@ -241,6 +241,24 @@ Op* Scheduler::pop() {
   return op;
 }
 
+std::size_t Scheduler::pop_some(Op** out, std::size_t max) {
+  if (normal_.queued.load(std::memory_order_acquire) == 0) return 0;
+  if (high_size_.load(std::memory_order_acquire) == 0) {
+    std::size_t n;
+    {
+      std::lock_guard lk(normal_.lock);
+      const std::size_t share = normal_.fifo.size() / static_cast<std::size_t>(threads_ + 1);
+      n = normal_.fifo.try_pop(out, std::clamp<std::size_t>(share, 1, max));
+      if (n) count_queued_locked(-static_cast<long>(n));
+    }
+    if (n) return n;
+  }
+  Op* op = pop();
+  if (!op) return 0;
+  out[0] = op;
+  return 1;
+}
+
 void Scheduler::run_from(Op* op, int worker) {
   while (op) {
     Op* next = runner_.run_cpu(op, worker);
@@ -387,10 +405,17 @@ void Scheduler::help(const std::function<bool()>& done) {
   } release{helped_};
   arena_.execute([&] {
     using Clock = std::chrono::steady_clock;
-    auto idle_until = Clock::now() + kLinger;
+    // The waiting thread takes a few ops at a time when many are queued: each take brings
+    // the queue's line over from the workers' cores.
+    Op* batch[kHelpBatch];
+    bool idle = false;
+    Clock::time_point idle_until;
     while (!done()) {
-      if (Op* op = pop()) {
-        run_from(op, threads_);
+      if (const std::size_t n = pop_some(batch, kHelpBatch)) {
+        for (std::size_t i = 0; i < n; ++i) run_from(batch[i], threads_);
+        idle = false;
+      } else if (!idle) {
+        idle = true;
         idle_until = Clock::now() + kLinger;
       } else if (Clock::now() < idle_until) {
         std::this_thread::yield();

@@ -2,7 +2,8 @@
 // a thread waiting in wait_to_read runs queued ops as one in wait_all does, the rank-0
 // queue keeps push order as it grows, pool threads never preempt the thread that woke
 // them, a burst of submits wakes each parked worker once, and wait_all calls from many
-// threads at once each wait for exactly their ops. Each test
+// threads at once each wait for exactly their ops, and the waiting thread takes no more
+// than its share of the queue at once. Each test
 // waits for the points it needs by retrying until it observes them, never by sleeping.
 #include <algorithm>
 #include <atomic>
@@ -255,6 +256,30 @@ TEST(SchedulerReadyFifo, BatchPushesKeepPushOrder) {
   EXPECT_EQ(fifo.try_pop(behind), nullptr);
 }
 
+// Taking several ops at once keeps the FIFO order too, across the ring's growth, and takes
+// no more than are queued.
+TEST(SchedulerReadyFifo, BatchPopsKeepPushOrder) {
+  detail::ReadyFifo fifo;
+  auto op = [](std::size_t i) { return reinterpret_cast<detail::Op*>((i + 1) * 64); };
+  detail::Op* out[8];
+  EXPECT_EQ(fifo.try_pop(out, 8), 0u);
+  std::size_t pushed = 0, popped = 0;
+  for (int round = 0; round < 4; ++round) {
+    for (int k = 0; k < 1500; ++k) fifo.push(op(pushed++));
+    for (std::size_t max : {1u, 3u, 8u, 5u}) {
+      const std::size_t n = fifo.try_pop(out, max);
+      ASSERT_EQ(n, max);
+      for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(out[i], op(popped++));
+    }
+    EXPECT_EQ(fifo.size(), pushed - popped);
+  }
+  while (std::size_t n = fifo.try_pop(out, 8)) {
+    for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(out[i], op(popped++));
+  }
+  EXPECT_EQ(popped, pushed);
+  EXPECT_EQ(fifo.size(), 0u);
+}
+
 // A CPU runner that counts the ops it runs and frees each.
 struct CountingRunner final : detail::CpuRunner {
   std::atomic<int> ran{0};
@@ -320,6 +345,83 @@ TEST(SchedulerWakeUp, OpsSubmittedAsTasksLingerParkAndLeaveAllRun) {
           << total << " ran";
     }
   }
+}
+
+// A runner whose pool thread holds the first op it runs until told, and that records which
+// ops the thread lent by a wait (worker index `threads`) ran, by seq.
+struct HoldingRunner final : detail::CpuRunner {
+  explicit HoldingRunner(int pool_threads) : threads(pool_threads) {}
+  detail::Op* run_cpu(detail::Op* op, int worker) override {
+    if (worker < threads) {
+      if (!holding.exchange(true)) {
+        held = true;
+        if (!eventually([&] { return let_go.load(); })) timed_out = true;
+      }
+    } else {
+      std::lock_guard lk(mu);
+      helper_ran.push_back(op->seq);
+    }
+    ran.fetch_add(1);
+    op->release();
+    return nullptr;
+  }
+  std::vector<std::uint64_t> ran_by_helper() {
+    std::lock_guard lk(mu);
+    return helper_ran;
+  }
+  const int threads;
+  std::atomic<bool> holding{false}, held{false}, let_go{false}, timed_out{false};
+  std::atomic<int> ran{0};
+  std::mutex mu;
+  std::vector<std::uint64_t> helper_ran;
+};
+
+// The thread lent by a wait takes ops a few at a time when many are queued, in queue order,
+// but never more than a share that leaves as many for each pool thread, at most kHelpBatch;
+// and an op of a higher rank alone. Each call below returns after its first batch (its
+// condition holds once it has run an op), so what it ran is what it took.
+TEST(SchedulerWaitAll, TheWaitingThreadTakesAtMostItsShareOfTheQueue) {
+  auto make = [](std::uint64_t seq, int priority = 0) {
+    auto* op = new detail::Op(nullptr, detail::OpKind::body, PushOptions{.priority = priority});
+    op->seq = seq;
+    return op;
+  };
+  HoldingRunner runner(1);
+  detail::Scheduler sched(1, runner);
+  sched.submit(make(0));  // holds the only pool thread
+  ASSERT_TRUE(eventually([&] { return runner.held.load(); }));
+  std::uint64_t next = 1;
+  auto queue = [&](int n) {
+    for (int k = 0; k < n; ++k) sched.submit(make(next++));
+  };
+  auto help_once = [&] {
+    const std::size_t before = runner.ran_by_helper().size();
+    sched.help([&] { return runner.ran_by_helper().size() > before; });
+    const std::vector<std::uint64_t> all = runner.ran_by_helper();
+    return std::vector<std::uint64_t>(all.begin() + static_cast<std::ptrdiff_t>(before), all.end());
+  };
+  using Seqs = std::vector<std::uint64_t>;
+  // 40 queued, two threads: a share of 20, capped at kHelpBatch.
+  static_assert(detail::Scheduler::kHelpBatch == 8);
+  queue(40);
+  EXPECT_EQ(help_once(), (Seqs{1, 2, 3, 4, 5, 6, 7, 8}));
+  // 32 left: the cap again; then 24, 16 (8 each); 8 left: a share of 4; 4: 2; 2: 1; 1: 1.
+  EXPECT_EQ(help_once().size(), 8u);
+  EXPECT_EQ(help_once().size(), 8u);
+  EXPECT_EQ(help_once(), (Seqs{25, 26, 27, 28, 29, 30, 31, 32}));
+  EXPECT_EQ(help_once(), (Seqs{33, 34, 35, 36}));
+  EXPECT_EQ(help_once(), (Seqs{37, 38}));
+  EXPECT_EQ(help_once(), (Seqs{39}));
+  EXPECT_EQ(help_once(), (Seqs{40}));
+  // An urgent op is taken alone, ahead of the rank-0 ops queued before it.
+  queue(20);
+  auto* urgent = make(next++, 5);
+  sched.submit(urgent);
+  EXPECT_EQ(help_once(), (Seqs{61}));
+  EXPECT_EQ(help_once().size(), 8u);  // 20 queued: a share of 10, capped
+  runner.let_go = true;
+  EXPECT_TRUE(eventually([&] { return runner.ran.load() == 62; }));
+  EXPECT_FALSE(runner.timed_out.load());
 }
 
 #ifdef __linux__
