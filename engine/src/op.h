@@ -100,11 +100,12 @@ class Op final : public CompletionTarget {
   Op(OpSink* sink, OpKind op_kind, PushOptions&& o) : kind(op_kind), sink_(sink) {
     // Field by field (a field added to PushOptions fails to compile here): most pushes are
     // unnamed, and moving even an empty string copies its buffer.
-    auto& [device, lane, priority, name] = o;
+    auto& [device, lane, small, priority, name] = o;
     opts.device = device;
     opts.lane = lane;
     opts.priority = priority;
     if (!name.empty()) opts.name = std::move(name);
+    opts.small = small;
   }
 
   bool is_async() const noexcept { return kind == OpKind::async_body; }

@@ -393,16 +393,29 @@ bool Scheduler::helped_elsewhere() const noexcept {
   return helped_.load(std::memory_order_acquire) && !helping_here();
 }
 
+namespace {
+// Holds the slot of the thread lent by a wait (Scheduler::helped_) for a scope.
+struct LentSlot {
+  std::atomic<bool>& flag;
+  ~LentSlot() {
+    helping_here() = false;
+    flag.store(false, std::memory_order_release);
+  }
+};
+}  // namespace
+
+bool Scheduler::run_here(Op* op) {
+  if (helped_.exchange(true, std::memory_order_acq_rel)) return false;
+  helping_here() = true;
+  LentSlot release{helped_};
+  arena_.execute([&] { run_from(op, threads_); });
+  return true;
+}
+
 void Scheduler::help(const std::function<bool()>& done) {
   if (helped_.exchange(true, std::memory_order_acq_rel)) return;
   helping_here() = true;
-  struct Release {
-    std::atomic<bool>& flag;
-    ~Release() {
-      helping_here() = false;
-      flag.store(false, std::memory_order_release);
-    }
-  } release{helped_};
+  LentSlot release{helped_};
   arena_.execute([&] {
     using Clock = std::chrono::steady_clock;
     // The waiting thread takes a few ops at a time when many are queued: each take brings

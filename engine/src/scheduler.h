@@ -109,6 +109,11 @@ class Scheduler {
   // oneTBB's at wait_for_all, the waiting thread works instead of only sleeping. One thread
   // at a time; others return at once.
   void help(const std::function<bool()>& done);
+  // Runs `op`, a ready op, and the continuations it keeps on the calling thread (one outside
+  // the pool: a frontend pushing a small op, PushOptions::small) as the thread lent by a
+  // wait runs them, in the same arena slot and worker index; false, without running it, when
+  // another thread holds that slot now (the caller then submits it).
+  bool run_here(Op* op);
   // True while a thread other than the caller is inside help().
   bool helped_elsewhere() const noexcept;
 

@@ -238,8 +238,10 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuLaunch
     const bool may_hold = worker < sched_->threads();
     // The op reads its vars' failures now and releases their queues when it finishes, both
     // on the vars' first lines, which the pushing thread most likely wrote last: asked for
-    // with intent to write, together, each line comes over once and in parallel, instead
-    // of once shared for the read and again exclusive for the release.
+    // together, they come over in parallel rather than one after another. (This is
+    // PREFETCHT0, a read: the build names no -mprfchw. PREFETCHW, which would bring them
+    // exclusive for the release, measured no better here and takes a line from a core that
+    // may still be using it: prefetch.h.)
     for (const Access& a : op->acc) __builtin_prefetch(a.var, 1, 3);
     Failure device_failure;
     // Commute vars first: a GPU op of the same run publishes its device work while it holds
@@ -251,8 +253,8 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuLaunch
     }
     // The vars' lines are here now (their failures were read). Their first waiting accesses
     // are most likely what this op's release will grant: their ops' first lines, which the
-    // pushing thread wrote and the grant writes, are asked for now, to come over while the
-    // body runs rather than inside the release.
+    // pushing thread wrote and the grant writes, are asked for now (a read prefetch, as
+    // above), to come over while the body runs rather than inside the release.
     for (const Access& a : op->acc) {
       if (a.var->queue.waiting_now() == 0) continue;
       const Waiting next = a.var->queue.first_hint();
@@ -315,8 +317,21 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuLaunch
   void check_gpu_queue(Device device, Lane lane) override { devices_.lane_for(device, lane); }
 
   // All-or-nothing: everything that can throw (back-pressure refusal, shutdown refusal, a
-  // deleted var) happens before the op changes any state; observers are contained.
+  // deleted var) happens before the op changes any state; observers are contained. A small
+  // op that the push found ready in an otherwise idle engine runs here, after the push lock
+  // is let go (enqueue).
   void submit(OpPtr&& op, VarState* to_delete) override {
+    if (Op* here = submit_locked(std::move(op), to_delete)) run_pushed_here(here);
+  }
+
+  // Runs a small ready op on the pushing thread (PushOptions::small), as the thread lent by a
+  // wait runs queued ops; if another thread is lent at the moment, a worker runs it.
+  void run_pushed_here(Op* op) {
+    op->observe_ready();
+    if (!sched_->run_here(op)) sched_->submit(op);
+  }
+
+  Op* submit_locked(OpPtr&& op, VarState* to_delete) {
     const bool counted = op->counted();
     Op* running = current_op();
     // A frontend push into a bounded engine reserves its place first, and may wait for it.
@@ -354,7 +369,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuLaunch
       var_add_ref(v);
       open_reductions_.emplace(v, Var(v));
     });
-    enqueue(std::move(op), counted, reserved, running);
+    return enqueue(std::move(op), counted, reserved, running);
   }
 
   // delete_var without an op. A var that nothing pending uses (its queue idle: every earlier
@@ -417,7 +432,9 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuLaunch
   // Registers and grants a checked op, dispatching it when every access was granted. Call
   // under the push lock.
   // `running`: the op the pushing thread runs, if any (current_op()).
-  void enqueue(OpPtr&& op, bool counted, bool reserved, const Op* running) {
+  // Returns, instead of dispatching it, a small CPU op pushed from outside the engine's ops
+  // that is ready and the only active op: the caller runs it once it lets go of the lock.
+  Op* enqueue(OpPtr&& op, bool counted, bool reserved, const Op* running) {
     op->seq = next_seq_++;
     op->stamp_versions();
     op->observe_push(observer_);
@@ -440,11 +457,11 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuLaunch
     // concurrent push never sees it idle); one whose last accesses other threads grant
     // meanwhile becomes active below, when this thread finds it ready.
     const bool all_granted = granted == n;
+    std::uint64_t after = 0;
     if (counted) {
       // The epoch's count and the state word share a line that finishing workers write too:
       // updated one after the other, the second finds the line the first brought over.
       Accounting::add_to_epoch(op->epoch, 1);
-      std::uint64_t after;
       if (reserved) {
         // The provisional activity of the reservation goes when the op must wait.
         after = all_granted ? counts_.state() : counts_.retire(nullptr, 0 - kActive);
@@ -464,10 +481,17 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuLaunch
     if (waited == granted + 1) {
       if (counted && !raw->active) {
         raw->active = true;
-        counts_.raise(kActive);
+        after = counts_.raise(kActive);
+      }
+      // Nothing else ready or running: a worker would be woken for a body shorter than the
+      // wake-up (PushOptions::small).
+      if (raw->opts.small && all_granted && running == nullptr && raw->kind == OpKind::body &&
+          raw->opts.device.is_cpu() && Accounting::active_of(after) == 1) {
+        return raw;
       }
       dispatch(raw);
     }
+    return nullptr;
   }
 
   void dispatch(Op* op) {
@@ -687,6 +711,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuLaunch
     auto entry = open_reductions_.find(v);
     const Var keep = std::move(entry->second);
     open_reductions_.erase(entry);
+    // A combining op is not small: enqueue dispatches it.
     enqueue(make_combine_op(this, v, std::move(v->open_reduction)), true, false, current_op());
   }
 

@@ -105,12 +105,22 @@ void on_stream(const RunContext& ctx, bool simulated, const Body& body) {
 #endif
 }
 
-// Pushes `body` as an op on the device of `out` (its compute lane for a GPU).
+// An op whose kernel touches at most this many elements of each array, one pass each (an
+// elementwise kernel, a reduction of a small array), takes a few microseconds at most:
+// less than handing it to a worker. It is pushed as a small op (PushOptions::small), which
+// an otherwise idle engine runs on the pushing thread.
+inline constexpr std::size_t kSmallOpElements = 256;
+
+// Pushes `body` as an op on the device of `out` (its compute lane for a GPU). `elements`:
+// how many elements its kernel touches in each array, for one that makes one pass over
+// them (0: not such a kernel, or not known); a CPU op of at most kSmallOpElements is small.
 template <class Body>
-void launch(const Chunk& out, VarList reads, VarList writes, const char* name, Body body) {
+void launch(const Chunk& out, VarList reads, VarList writes, const char* name, Body body,
+            std::size_t elements = 0) {
   if (out.device.is_cpu()) {
+    const bool small = elements != 0 && elements <= kSmallOpElements;
     out.engine->push([body](const RunContext& ctx) { body(ctx, CpuKernels{}); }, reads, writes,
-                     PushOptions{.name = name});
+                     PushOptions{.small = small, .name = name});
     return;
   }
   const bool simulated = out.simulated;

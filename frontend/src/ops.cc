@@ -88,15 +88,19 @@ void push_binary(ops::Binary op, const Chunk& ca, const Shape& a, const Chunk& c
   const Ptr pa = detail::ptr(ca), pb = detail::ptr(cb), po = detail::ptr(co);
   if (a == b) {
     const std::size_t n = detail::shape_size(out);
-    launch(co, {ca.var, cb.var}, {co.var}, ops::name(op), [=](const RunContext& ctx, auto k) {
-      k.binary(ctx, op, pa.get(), pb.get(), po.get(), n);
-    });
+    launch(
+        co, {ca.var, cb.var}, {co.var}, ops::name(op),
+        [=](const RunContext& ctx, auto k) { k.binary(ctx, op, pa.get(), pb.get(), po.get(), n); },
+        n);
     return;
   }
   const ops::Broadcast bc = plan_broadcast(out, a, b, ops::name(op));
-  launch(co, {ca.var, cb.var}, {co.var}, ops::name(op), [=](const RunContext& ctx, auto k) {
-    k.binary_broadcast(ctx, op, pa.get(), pb.get(), po.get(), bc);
-  });
+  launch(
+      co, {ca.var, cb.var}, {co.var}, ops::name(op),
+      [=](const RunContext& ctx, auto k) {
+        k.binary_broadcast(ctx, op, pa.get(), pb.get(), po.get(), bc);
+      },
+      detail::shape_size(out));
 }
 
 NDArray binary(ops::Binary op, const NDArray& a, const NDArray& b) {
@@ -131,9 +135,12 @@ void binary_inplace(ops::Binary op, NDArray& a, const NDArray& b) {
 void push_scalar(ops::Binary op, const Chunk& ca, float s, bool scalar_first, const Chunk& co,
                  std::size_t n) {
   const Ptr pa = detail::ptr(ca), po = detail::ptr(co);
-  launch(co, {ca.var}, {co.var}, ops::name(op), [=](const RunContext& ctx, auto k) {
-    k.binary_scalar(ctx, op, pa.get(), s, scalar_first, po.get(), n);
-  });
+  launch(
+      co, {ca.var}, {co.var}, ops::name(op),
+      [=](const RunContext& ctx, auto k) {
+        k.binary_scalar(ctx, op, pa.get(), s, scalar_first, po.get(), n);
+      },
+      n);
 }
 
 void scalar_inplace(ops::Binary op, NDArray& a, float s) {
@@ -154,8 +161,9 @@ NDArray unary(ops::Unary op, const NDArray& a) {
   NDArray out = ArrayInternals::make(*ca.engine, a.shape(), ca.device, ops::name(op));
   const Ptr pa = detail::ptr(ca), po = ptr(out);
   const std::size_t n = a.size();
-  launch(chunk(out), {ca.var}, {chunk(out).var}, ops::name(op),
-         [=](const RunContext& ctx, auto k) { k.unary(ctx, op, pa.get(), po.get(), n); });
+  launch(
+      chunk(out), {ca.var}, {chunk(out).var}, ops::name(op),
+      [=](const RunContext& ctx, auto k) { k.unary(ctx, op, pa.get(), po.get(), n); }, n);
   return out;
 }
 
@@ -169,8 +177,9 @@ NDArray reduce_all(ops::Reduce op, const NDArray& a) {
   NDArray out = ArrayInternals::make(*ca.engine, {}, ca.device, name);
   const Ptr pa = detail::ptr(ca), po = ptr(out);
   const std::size_t n = a.size();
-  launch(chunk(out), {ca.var}, {chunk(out).var}, name,
-         [=](const RunContext& ctx, auto k) { k.reduce_all(ctx, op, pa.get(), n, po.get()); });
+  launch(
+      chunk(out), {ca.var}, {chunk(out).var}, name,
+      [=](const RunContext& ctx, auto k) { k.reduce_all(ctx, op, pa.get(), n, po.get()); }, n);
   return out;
 }
 
@@ -211,8 +220,9 @@ NDArray fill(Engine& e, const Shape& shape, float value, Device device, const ch
   NDArray out = ArrayInternals::make(e, shape, device, name);
   const Ptr po = ptr(out);
   const std::size_t n = out.size();
-  launch(chunk(out), {}, {chunk(out).var}, name,
-         [=](const RunContext& ctx, auto k) { k.fill(ctx, po.get(), n, value); });
+  launch(
+      chunk(out), {}, {chunk(out).var}, name,
+      [=](const RunContext& ctx, auto k) { k.fill(ctx, po.get(), n, value); }, n);
   return out;
 }
 

@@ -424,6 +424,95 @@ TEST(SchedulerWaitAll, TheWaitingThreadTakesAtMostItsShareOfTheQueue) {
   EXPECT_FALSE(runner.timed_out.load());
 }
 
+// A small op (PushOptions::small) that its push finds ready in an otherwise idle engine
+// runs on the pushing thread, as worker index cpu_threads(), before push returns.
+TEST(SchedulerSmallOps, AReadySmallOpOnAnIdleEngineRunsOnThePushingThread) {
+  auto e = Engine::create("threaded", {.cpu_threads = 2});
+  Var a = e->new_var(), b = e->new_var();
+  e->push([] {}, {}, {a});
+  e->wait_all();
+  std::thread::id ran_on;
+  int worker = -1;
+  e->push([&](const RunContext& ctx) {
+    ran_on = std::this_thread::get_id();
+    worker = ctx.worker;
+  }, {a}, {b}, {.small = true});
+  // No wait: the body ran inside the push.
+  EXPECT_EQ(ran_on, std::this_thread::get_id());
+  EXPECT_EQ(worker, 2);
+  e->wait_all();
+}
+
+// The pushing thread runs a small op only when it can start it at once and nothing else
+// runs: a small op pushed while another op runs, one that must wait for an earlier write,
+// and an op not marked small are all left to the workers (or to a wait that helps).
+TEST(SchedulerSmallOps, OnlyAReadySmallOpOfAnIdleEngineRunsInThePush) {
+  auto e = Engine::create("threaded", {.cpu_threads = 2});
+  Var held = e->new_var(), free_var = e->new_var(), out = e->new_var();
+  const std::thread::id me = std::this_thread::get_id();
+  std::atomic<bool> pushing{false}, in_push{false};
+  // True if a body runs on this thread while a push of it is under way.
+  auto note = [&] {
+    if (std::this_thread::get_id() == me && pushing.load()) in_push = true;
+  };
+  auto push = [&](auto fn, VarList reads, VarList writes, PushOptions o) {
+    pushing = true;
+    e->push(fn, reads, writes, std::move(o));
+    pushing = false;
+  };
+  // Not marked small, on an idle engine.
+  push(note, {}, {out}, {});
+  e->wait_all();
+  EXPECT_FALSE(in_push.load()) << "an op not marked small ran inside its push";
+  // Small, while another op runs.
+  std::atomic<bool> started{false}, release{false};
+  e->push([&] {
+    started = true;
+    eventually([&] { return release.load(); });
+  }, {}, {held});
+  ASSERT_TRUE(eventually([&] { return started.load(); }));
+  push(note, {free_var}, {out}, {.small = true});
+  // Small, but waiting for the running write of `held`.
+  push(note, {held}, {out}, {.small = true});
+  release = true;
+  e->wait_all();
+  EXPECT_FALSE(in_push.load()) << "a small op ran inside its push while another op ran";
+}
+
+// What a small op run inside its push throws is its failure, as on a worker: the push
+// returns, and wait_all and a read of its output rethrow it.
+TEST(SchedulerSmallOps, ASmallOpThatThrowsFailsItsOutputNotItsPush) {
+  auto e = Engine::create("threaded", {.cpu_threads = 2});
+  Var out = e->new_var();
+  bool ran = false;
+  EXPECT_NO_THROW(e->push([&] {
+    ran = true;
+    throw std::runtime_error("small and broken");
+  }, {}, {out}, {.small = true}));
+  EXPECT_TRUE(ran);
+  EXPECT_THROW(e->wait_to_read(out), std::runtime_error);
+  EXPECT_THROW(e->wait_all(), std::runtime_error);
+}
+
+// A small op pushed by a running op goes to the workers: the push is inside an op, and the
+// engine is not idle.
+TEST(SchedulerSmallOps, ASmallOpPushedInsideAnOpIsNotRunByItsPush) {
+  auto e = Engine::create("threaded", {.cpu_threads = 2});
+  Var a = e->new_var(), b = e->new_var();
+  std::atomic<bool> inner_in_push{false}, pushing{false};
+  std::thread::id outer_thread;
+  e->push([&] {
+    outer_thread = std::this_thread::get_id();
+    pushing = true;
+    e->push([&] {
+      if (std::this_thread::get_id() == outer_thread && pushing.load()) inner_in_push = true;
+    }, {}, {b}, {.small = true});
+    pushing = false;
+  }, {}, {a});
+  e->wait_all();
+  EXPECT_FALSE(inner_in_push.load());
+}
+
 #ifdef __linux__
 // Pool threads run SCHED_BATCH, so that waking one never preempts the frontend that woke it.
 TEST(SchedulerWakeUp, PoolThreadsDoNotPreemptTheirWaker) {

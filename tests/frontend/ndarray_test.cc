@@ -313,6 +313,22 @@ TEST(NDArray, NullArrayHasNoElements) {
   EXPECT_EQ(nd::zeros({3, 0}).size(), 0u);
 }
 
+// Elementwise ops on small arrays are small ops (PushOptions::small): on an idle threaded
+// engine they have run when the call returns; on large arrays they are handed to a worker.
+TEST(NDArray, SmallElementwiseOpsOnAnIdleEngineRunBeforeTheCallReturns) {
+  auto e = Engine::create("threaded", {.cpu_threads = 2});
+  EngineScope use(*e);
+  NDArray x = nd::ones({2, 3});
+  waitall();
+  NDArray y = x + 1.0f;
+  EXPECT_EQ(e->pending(), 0u);
+  NDArray z = y * x;
+  EXPECT_EQ(e->pending(), 0u);
+  NDArray w = nd::exp(z);
+  EXPECT_EQ(e->pending(), 0u);
+  EXPECT_EQ(w.to_vector(), std::vector<float>(6, std::exp(2.0f)));
+}
+
 TEST(NDArray, StorageIsFreedWhenTheLastHandleGoes) {
   waitall();
   const std::size_t before = nd::memory_stats().in_use;
