@@ -121,6 +121,10 @@ ResolvedOptions resolve_options(const EngineOptions& o) {
   if (o.sim_gpus < 0) {
     throw Error("EngineOptions::sim_gpus=" + std::to_string(o.sim_gpus) + " is negative");
   }
+  if (o.inline_small_ops < -1 || o.inline_small_ops > 1) {
+    throw Error("EngineOptions::inline_small_ops=" + std::to_string(o.inline_small_ops) +
+                " is not -1 (no), 0 (default) or 1 (yes)");
+  }
   if (o.max_inflight < -1) {
     throw Error("EngineOptions::max_inflight=" + std::to_string(o.max_inflight) +
                 " is not -1 (unbounded), 0 (default) or a bound");
@@ -140,6 +144,8 @@ ResolvedOptions resolve_options(const EngineOptions& o) {
   }
   r.sim_gpus = o.sim_gpus ? o.sim_gpus
                           : static_cast<int>(env_long("DEPENGINE_SIM_GPUS", 0, 64, 0));
+  r.inline_small_ops = o.inline_small_ops ? o.inline_small_ops == 1
+                                          : env_long("DEPENGINE_INLINE_SMALL_OPS", 0, 1, 1) == 1;
   return r;
 }
 

@@ -485,8 +485,9 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuLaunch
       }
       // Nothing else ready or running: a worker would be woken for a body shorter than the
       // wake-up (PushOptions::small).
-      if (raw->opts.small && all_granted && running == nullptr && raw->kind == OpKind::body &&
-          raw->opts.device.is_cpu() && Accounting::active_of(after) == 1) {
+      if (raw->opts.small && options_.inline_small_ops && all_granted && running == nullptr &&
+          raw->kind == OpKind::body && raw->opts.device.is_cpu() &&
+          Accounting::active_of(after) == 1) {
         return raw;
       }
       dispatch(raw);

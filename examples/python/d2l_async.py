@@ -186,15 +186,19 @@ if ratio >= 1.1:
 else:
     waits = (f"which should make it slower than the asynchronous one -- the chapter's point; in "
              f"this run it took {ratio:.1f}x the asynchronous loop's time, so the gap did not "
-             "show (timings on a busy machine vary: rerun on an idle one).")
+             "show: on an engine with nothing else to run, depengine runs an op this small on "
+             "the calling thread (a small op), so neither loop hands it to a worker, and the "
+             "wait finds it done. DEPENGINE_INLINE_SMALL_OPS=0 hands every op over, as the "
+             "chapter's engine does.")
 print(f"""
 What these say. 'mxnet.np' times only the pushes: the ten dots are still running when the loop
 ends, {pushes}; 'Done' adds waitall and is the real cost of the work (the random numbers and
 float32 GEMMs, on the engine's workers; NumPy draws float64 numbers and multiplies in float64,
 so its figure is not the same arithmetic). For y = x + 1 on a (1, 2) array there is nothing to
 compute: the figures are the cost of each op's bookkeeping. NumPy computes it outright on the
-calling thread; depengine pushes an op (a var, a storage block, a dependency check, a worker
-wake-up) and the synchronous loop also waits for each one, {waits}""")
+calling thread; depengine pushes an op (a var, a storage block, a dependency check, and a
+worker wake-up unless it runs the op itself) and the synchronous loop also waits for each one,
+{waits}""")
 
 # 13.2.4's loops, side by side, and what they say.
 batches = int(os.environ.get('D2L_MEMORY_BATCHES', 50))

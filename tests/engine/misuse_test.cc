@@ -182,6 +182,7 @@ TEST(MisuseCreate, BadOptions) {
   expect_error([] { Engine::create("threaded", {.cpu_threads = -2}); }, "cpu_threads");
   expect_error([] { Engine::create("threaded", {.max_inflight = -7}); }, "max_inflight");
   expect_error([] { Engine::create("threaded", {.sim_gpus = -1}); }, "sim_gpus");
+  expect_error([] { Engine::create("threaded", {.inline_small_ops = 2}); }, "inline_small_ops");
 }
 
 TEST(MisuseCreate, BadEnvironmentValues) {
@@ -191,7 +192,8 @@ TEST(MisuseCreate, BadEnvironmentValues) {
   };
   for (Case c : {Case{"DEPENGINE_CPU_THREADS", "abc"}, Case{"DEPENGINE_CPU_THREADS", "0"},
                  Case{"DEPENGINE_CPU_THREADS", "4x"}, Case{"DEPENGINE_MAX_INFLIGHT", "-1"},
-                 Case{"DEPENGINE_SIM_GPUS", "many"}}) {
+                 Case{"DEPENGINE_SIM_GPUS", "many"}, Case{"DEPENGINE_INLINE_SMALL_OPS", "yes"},
+                 Case{"DEPENGINE_INLINE_SMALL_OPS", "2"}}) {
     ::setenv(c.name, c.value, 1);
     expect_error([] { Engine::create("threaded"); }, c.name);
     ::unsetenv(c.name);

@@ -443,6 +443,29 @@ TEST(SchedulerSmallOps, AReadySmallOpOnAnIdleEngineRunsOnThePushingThread) {
   e->wait_all();
 }
 
+// EngineOptions::inline_small_ops = -1, or DEPENGINE_INLINE_SMALL_OPS=0, hands every op to
+// a worker, small ones included.
+TEST(SchedulerSmallOps, AnEngineMadeNotToRunSmallOpsInThePushHandsThemToWorkers) {
+  const std::thread::id me = std::this_thread::get_id();
+  auto ran_in_push = [&](Engine& e) {
+    Var a = e.new_var();
+    std::atomic<bool> pushing{true}, in_push{false};
+    e.push([&] {
+      if (std::this_thread::get_id() == me && pushing.load()) in_push = true;
+    }, {}, {a}, {.small = true});
+    pushing = false;
+    e.wait_all();
+    return in_push.load();
+  };
+  EXPECT_FALSE(ran_in_push(*Engine::create("threaded", {.cpu_threads = 2,
+                                                        .inline_small_ops = -1})));
+  ::setenv("DEPENGINE_INLINE_SMALL_OPS", "0", 1);
+  auto from_env = Engine::create("threaded", {.cpu_threads = 2});
+  ::unsetenv("DEPENGINE_INLINE_SMALL_OPS");
+  EXPECT_FALSE(ran_in_push(*from_env));
+  EXPECT_TRUE(ran_in_push(*Engine::create("threaded", {.cpu_threads = 2})));
+}
+
 // The pushing thread runs a small op only when it can start it at once and nothing else
 // runs: a small op pushed while another op runs, one that must wait for an earlier write,
 // and an op not marked small are all left to the workers (or to a wait that helps).

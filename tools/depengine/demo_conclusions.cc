@@ -163,6 +163,25 @@ std::string explain_improving(const ImprovingFigures& f) {
   return text;
 }
 
+std::string explain_small_ops(const ImprovingFigures& handed, const ImprovingFigures& small) {
+  const double sync = small.sync / small.ops, async = small.async / small.ops;
+  std::string text = "These figures are the chapter's engine, which hands every op to a worker. "
+                     "By default depengine runs an op this small on the calling thread when "
+                     "nothing else is running (a small op): nothing is handed over or woken, and "
+                     "the loops cost " + us(sync) + " per op with a wait after each and " +
+                     us(async) + " without";
+  const double ratio = small.sync / small.async;
+  if (ratio >= kSameTime) {
+    text += " (" + times(ratio) + ": the wait itself still costs something)";
+  } else {
+    text += ", about the same: there is no t2 + t3 left to wait for";
+  }
+  text += ", against " + us(handed.sync / handed.ops) + " and " + us(handed.async / handed.ops) +
+          " handed over. The chapter's advice stands for ops that take time, as the products "
+          "above show.";
+  return text;
+}
+
 std::string overlap_answer(const OverlapFigures& f) {
   const double saved = (f.naive_total - f.threaded_total) / f.naive_total;
   if (saved >= kOverlapYes) return "Yes";

@@ -67,6 +67,9 @@ struct ImprovingFigures {
 // above that the frontend ran ahead and waitall waited for the backend.
 inline constexpr double kFrontendBound = kSameTime;
 std::string explain_improving(const ImprovingFigures& f);
+// The same loops on the default engine (`small`), which runs an op this small on the calling
+// thread while nothing else runs, beside `handed`, where every op goes to a worker.
+std::string explain_small_ops(const ImprovingFigures& handed, const ImprovingFigures& small);
 
 // 4. `dots` products, then host work on the frontend: on the naive engine (the products
 // computed inline, then the host work, the total) and on a one-worker threaded engine (one

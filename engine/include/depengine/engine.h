@@ -28,8 +28,8 @@ namespace depengine {
 struct PushOptions {
   Device device = Device::cpu();
   Lane lane = Lane::compute;
-  // The body is short (a few microseconds at most) and waits for nothing that the pushing
-  // thread does after the push. A threaded engine that has nothing else ready or running
+  // The body is short (a few microseconds at most), and waits for nothing and takes no lock
+  // that the pushing thread may hold or do after the push. A threaded engine that has nothing else ready or running
   // then runs such a CPU op, once its accesses are granted at push, on the pushing thread
   // before push returns, instead of handing it to a worker: waking a worker and moving the
   // op's record, its vars and the queue to another core cost more than the body. Pushes made
@@ -67,6 +67,11 @@ struct EngineOptions {
   // stand in for streams, so GPU scheduling works on machines without one.
   // Default: DEPENGINE_SIM_GPUS, else 0 (real CUDA devices).
   int sim_gpus = 0;
+  // Whether the threaded engine runs a small op (PushOptions::small) on the pushing thread
+  // when it finds it ready and nothing else ready or running: 1 yes, -1 no (every op is
+  // handed to a worker, as d2l's chapter 13.2 describes an engine). Default:
+  // DEPENGINE_INLINE_SMALL_OPS (0 or 1), else yes.
+  int inline_small_ops = 0;
 };
 
 namespace detail {
