@@ -24,15 +24,47 @@ high is one where every runtime was slow.
     ... change the engine, rebuild, copy into /tmp/b ...
     python3 bench/peers/ab_engine.py --rounds 20 /tmp/a /tmp/b
 
+`--task-us 1` compares tasks of 1 µs instead of empty ones (100 ms of serial work per
+pattern, N = 100,000): the figure is then depengine's speedup over the serial loop in the
+same process (higher is better), and the peer's speedup is shown beside it.
+
 No timed test depends on it; docs/benchmarks.md quotes its output.
 """
 import argparse
+import csv
 import os
 import statistics
 import subprocess
 import sys
+import tempfile
 
 PATTERNS = ["trivial", "chain", "random_dag", "fan"]
+
+
+def run_timed(binary, libdir, patterns, peer, threads, task_us):
+    """Speedups over the serial loop for tasks of `task_us` µs: {pattern: (depengine, peer)}."""
+    env = dict(os.environ, LD_LIBRARY_PATH=libdir)
+    runtimes = ["serial", "depengine"] + ([] if peer == "none" else [peer])
+    with tempfile.TemporaryDirectory() as tmp:
+        table = os.path.join(tmp, "points.csv")
+        cmd = [binary, "--threads", str(threads), "--reps", "5", "--warmup", "1",
+               "--max-tasks", "100000", "--budget-ms", "100", "--sizes", str(task_us),
+               "--patterns", ",".join(patterns), "--runtimes", ",".join(runtimes), "--csv", table]
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        if done.returncode != 0:
+            sys.exit(f"ab_engine: {' '.join(cmd)} exited {done.returncode}:\n{done.stderr.strip()}")
+        rows = list(csv.DictReader(open(table)))
+    speedup = {}
+    for r in rows:
+        if r["runtime"] in runtimes[1:] and r["wall_median_s"] and r["serial_median_s"]:
+            speedup[(r["pattern"], r["runtime"])] = (float(r["serial_median_s"]) /
+                                                    float(r["wall_median_s"]))
+    figures = {}
+    for pat in patterns:
+        if (pat, "depengine") not in speedup:
+            sys.exit(f"ab_engine: no 1 µs figure for {pat} in {' '.join(cmd)}")
+        figures[pat] = (speedup[(pat, "depengine")], speedup.get((pat, peer), 1.0))
+    return figures
 
 
 def run_once(binary, libdir, patterns, peer, threads):
@@ -76,6 +108,8 @@ def main():
     p.add_argument("--peer", default="taskflow-async",
                    help="the runtime to divide by in each process, or 'none' (ns per task)")
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--task-us", type=int, default=0,
+                   help="tasks of this many µs, compared as speedups over the serial loop")
     p.add_argument("--binary", default="build/release/bench/peers/depengine_peers")
     args = p.parse_args()
     patterns = args.patterns.split(",")
@@ -86,6 +120,8 @@ def main():
                 n.startswith("libdepengine_engine.so") for n in os.listdir(d)):
             sys.exit(f"ab_engine: {d} has no libdepengine_engine.so*")
     ratios = {(pat, d): [] for pat in patterns for d in ("A", "B")}
+    if args.task_us > 0:
+        return timed_rounds(args, patterns, ratios)
     for r in range(1, args.rounds + 1):
         for name, d in (("A", args.a), ("B", args.b)):
             figs, handoff = run_once(args.binary, d, patterns, args.peer, args.threads)
@@ -113,6 +149,29 @@ def main():
         print(f"{pat:11s} A {statistics.median(a):{fmt}} ({q(a)[0]:{fmt}}-{q(a)[2]:{fmt}})  "
               f"B {statistics.median(b):{fmt}} ({q(b)[0]:{fmt}}-{q(b)[2]:{fmt}})  "
               f"B lower in {lower:.0%} of pairs")
+
+
+def timed_rounds(args, patterns, speedups):
+    for r in range(1, args.rounds + 1):
+        for name, d in (("A", args.a), ("B", args.b)):
+            figs = run_timed(args.binary, d, patterns, args.peer, args.threads, args.task_us)
+            peer = "" if args.peer == "none" else f" ({args.peer}'s in brackets)"
+            shown = "  ".join(f"{pat} {figs[pat][0]:.2f}" +
+                              ("" if args.peer == "none" else f" [{figs[pat][1]:.2f}]")
+                              for pat in patterns)
+            print(f"round {r} {name}: {shown}  (speedup over serial, {args.task_us} µs tasks"
+                  f"{peer})", flush=True)
+            for pat in patterns:
+                speedups[(pat, name)].append(figs[pat][0])
+    print(f"\ndepengine's speedup over the serial loop, {args.task_us} µs tasks: median "
+          f"(quartiles) over {args.rounds} rounds")
+    for pat in patterns:
+        a, b = speedups[(pat, "A")], speedups[(pat, "B")]
+        q = lambda v: statistics.quantiles(v, n=4) if len(v) > 1 else [v[0]] * 3
+        higher = sum(1 for x in b for y in a if x > y) / (len(a) * len(b))
+        print(f"{pat:11s} A {statistics.median(a):.2f} ({q(a)[0]:.2f}-{q(a)[2]:.2f})  "
+              f"B {statistics.median(b):.2f} ({q(b)[0]:.2f}-{q(b)[2]:.2f})  "
+              f"B higher in {higher:.0%} of pairs")
 
 
 if __name__ == "__main__":
