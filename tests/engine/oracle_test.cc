@@ -17,6 +17,9 @@
 // result is defined whatever order the engine picks): commute on CPU ops, async ones
 // included, reduce on synchronous CPU ops, whose contributions meet in per-thread buffers.
 //
+// Every third CPU op is small (PushOptions::small), so that ops run inside their push
+// (an idle threaded engine) meet the rest.
+//
 // DEPENGINE_ORACLE_SEEDS=n runs n seeds per configuration instead of 10.
 #include <atomic>
 #include <algorithm>
@@ -297,7 +300,10 @@ void push_op(Engine& e, const OpSpec& op, const std::vector<Var>& vars,
       });
     }, reads, writes, {.lane = op.lane, .priority = op.priority});
   } else {
-    e.push(body, reads, writes, {.lane = op.lane, .priority = op.priority});
+    // Every third CPU op is small (PushOptions::small): an idle threaded engine runs it on
+    // the pushing thread, which must change no result.
+    e.push(body, reads, writes,
+           {.lane = op.lane, .small = op.index % 3 == 0, .priority = op.priority});
   }
 }
 
