@@ -394,28 +394,39 @@ bool Scheduler::helped_elsewhere() const noexcept {
 }
 
 namespace {
-// Holds the slot of the thread lent by a wait (Scheduler::helped_) for a scope.
-struct LentSlot {
-  std::atomic<bool>& flag;
-  ~LentSlot() {
-    helping_here() = false;
-    flag.store(false, std::memory_order_release);
+// Takes the slot of the thread lent by a wait (Scheduler::helped_) for a scope, unless
+// another thread holds it.
+class LentSlot {
+ public:
+  explicit LentSlot(std::atomic<bool>& flag) noexcept
+      : flag_(flag), held_(!flag.exchange(true, std::memory_order_acq_rel)) {
+    if (held_) helping_here() = true;
   }
+  ~LentSlot() {
+    if (!held_) return;
+    helping_here() = false;
+    flag_.store(false, std::memory_order_release);
+  }
+  LentSlot(const LentSlot&) = delete;
+  LentSlot& operator=(const LentSlot&) = delete;
+  bool held() const noexcept { return held_; }
+
+ private:
+  std::atomic<bool>& flag_;
+  const bool held_;
 };
 }  // namespace
 
 bool Scheduler::run_here(Op* op) {
-  if (helped_.exchange(true, std::memory_order_acq_rel)) return false;
-  helping_here() = true;
-  LentSlot release{helped_};
+  const LentSlot slot(helped_);
+  if (!slot.held()) return false;
   arena_.execute([&] { run_from(op, threads_); });
   return true;
 }
 
 void Scheduler::help(const std::function<bool()>& done) {
-  if (helped_.exchange(true, std::memory_order_acq_rel)) return;
-  helping_here() = true;
-  LentSlot release{helped_};
+  const LentSlot slot(helped_);
+  if (!slot.held()) return;
   arena_.execute([&] {
     using Clock = std::chrono::steady_clock;
     // The waiting thread takes a few ops at a time when many are queued: each take brings

@@ -481,10 +481,10 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuLaunch
     if (waited == granted + 1) {
       if (counted && !raw->active) {
         raw->active = true;
-        after = counts_.raise(kActive);
+        counts_.raise(kActive);
       }
-      // Nothing else ready or running: a worker would be woken for a body shorter than the
-      // wake-up (PushOptions::small).
+      // Granted here and nothing else ready or running (`after` counts this op alone): a
+      // worker would be woken for a body shorter than the wake-up (PushOptions::small).
       if (raw->opts.small && options_.inline_small_ops && all_granted && running == nullptr &&
           raw->kind == OpKind::body && raw->opts.device.is_cpu() &&
           Accounting::active_of(after) == 1) {

@@ -28,13 +28,13 @@ namespace depengine {
 struct PushOptions {
   Device device = Device::cpu();
   Lane lane = Lane::compute;
-  // The body is short (a few microseconds at most), and waits for nothing and takes no lock
-  // that the pushing thread may hold or do after the push. A threaded engine that has nothing else ready or running
-  // then runs such a CPU op, once its accesses are granted at push, on the pushing thread
-  // before push returns, instead of handing it to a worker: waking a worker and moving the
-  // op's record, its vars and the queue to another core cost more than the body. Pushes made
-  // inside an op are never run that way. The NDArray frontend marks its elementwise kernels
-  // on small arrays so.
+  // The body is short (a few microseconds at most), takes no lock the pushing thread may
+  // hold, and waits for nothing the pushing thread does after the push. A threaded engine
+  // with nothing else ready or running then runs such a CPU op, once its accesses are
+  // granted at push, on the pushing thread before push returns, instead of handing it to a
+  // worker: waking a worker and moving the op's record, its vars and the queue to another
+  // core cost more than the body. Pushes made inside an op are never run that way. The
+  // NDArray frontend marks its elementwise kernels on small arrays so.
   // (Declared here, in the padding before `priority`: {.small = true, .name = ...}.)
   bool small = false;
   // Among ready operations of one device, higher runs first.
