@@ -236,13 +236,18 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuLaunch
     // A pool thread's retirements may be held; a thread lent by a wait holds none, as it
     // leaves the pool without telling the scheduler.
     const bool may_hold = worker < sched_->threads();
-    // The op reads its vars' failures now and releases their queues when it finishes, both
-    // on the vars' first lines, which the pushing thread most likely wrote last: asked for
-    // together, they come over in parallel rather than one after another. (This is
-    // PREFETCHT0, a read: the build names no -mprfchw. PREFETCHW, which would bring them
-    // exclusive for the release, measured no better here and takes a line from a core that
-    // may still be using it: prefetch.h.)
-    for (const Access& a : op->acc) __builtin_prefetch(a.var, 1, 3);
+    // The op reads its vars' failures now, on their second lines, and releases their queues
+    // when it finishes: a write on the first line, which the pushing thread most likely wrote
+    // last, a read on the second (var_state.h). Asked for together, they come over in
+    // parallel rather than one after another. A read leaves the first line alone: a widely
+    // read var's is where the pushing thread queues its next readers. (This is PREFETCHT0, a
+    // read: the build names no -mprfchw. PREFETCHW, which would bring them exclusive for the
+    // release, measured no better here and takes a line from a core that may still be using
+    // it: prefetch.h.)
+    for (const Access& a : op->acc) {
+      __builtin_prefetch(&a.var->failure, 1, 3);
+      if (a.kind != AccessKind::read) __builtin_prefetch(a.var, 1, 3);
+    }
     Failure device_failure;
     // Commute vars first: a GPU op of the same run publishes its device work while it holds
     // them, so the device inputs are complete only when looked at after taking them.
@@ -254,8 +259,14 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuLaunch
     // The vars' lines are here now (their failures were read). Their first waiting accesses
     // are most likely what this op's release will grant: their ops' first lines, which the
     // pushing thread wrote and the grant writes, are asked for now (a read prefetch, as
-    // above), to come over while the body runs rather than inside the release.
+    // above), to come over while the body runs rather than inside the release. A read that
+    // others of its version outlast grants nothing (release_shared_read); one that may be
+    // the last takes the first line's lock when it finishes, so that line is asked for too.
     for (const Access& a : op->acc) {
+      if (a.kind == AccessKind::read) {
+        if (a.var->queue.reads_running() > 1) continue;
+        __builtin_prefetch(a.var, 1, 3);
+      }
       if (a.var->queue.waiting_now() == 0) continue;
       const Waiting next = a.var->queue.first_hint();
       if (!next.is_gate()) __builtin_prefetch(next.op(), 1, 3);

@@ -127,8 +127,13 @@ class Granted {
   std::vector<Waiting> more_;
 };
 
-// The fields every grant and release touches come first, packed, so that with VarState's
-// hot fields they share one cache line (var_state.h); `parked` (commute only) may spill.
+// Two lines' worth, split by who writes them (var_state.h lays out the rest of the var around
+// them). The first part is the pushing thread's: it queues accesses and grants them at push
+// (with the flags and version VarState keeps beside it), and a release writes it only when it
+// grants. The second part, the counts of granted reads and commute/reduce accesses, is what
+// a finishing reader writes: a widely read var (a fan's hub) takes a release from every one
+// of its readers while the pushing thread queues the next ones, and on one line each would
+// take it from the other. `parked` (commute only) and the outgrown rings fill the rest.
 struct VarQueue {
   SpinLock lock;
   // A write is granted. Atomic, with group_running, for grant_read_unlocked, which reads both
@@ -150,13 +155,6 @@ struct VarQueue {
   // log2 of the ring's capacity. Changed only by make_room, which pushing threads call under
   // the engine's push lock: they may read it without `lock`.
   std::uint8_t ring_log2 = 1;
-  // Granted reads not yet released. Atomic because a read that is not the last of its
-  // version is released without the lock (release_shared_read), never taking the count to
-  // zero, and a push grants a read without it while nothing waits and nothing else is
-  // granted (grant_read_unlocked); otherwise whether reads are running, which everything
-  // else here decides on, changes only under the lock.
-  std::atomic<int> running_reads{0};
-  std::atomic<int> group_running{0};  // granted accesses of the current commute or reduce run
   // The waiting (not yet granted) accesses: `waiting` of them from ring[first] on, modulo
   // the capacity. Changed under `lock`; atomic (relaxed, or release for `first`: plain
   // loads and stores on x86) for the readers without it: a pusher's make_room reads
@@ -167,11 +165,19 @@ struct VarQueue {
   std::atomic<Slot*> ring{first_ring};
   std::atomic<std::uint32_t> first{0};
   std::atomic<std::uint32_t> waiting{0};
-  Op* parked = nullptr;
-  // The ring a var starts with, off the first line: most vars never have more than two
-  // accesses waiting at once (most never have one: an array written once and read after),
-  // and they get no heap ring.
+  // The ring a var starts with: most vars never have more than two accesses waiting at once
+  // (most never have one: an array written once and read after), and they get no heap ring.
   Slot first_ring[2];
+  Op* parked = nullptr;
+
+  // The finishing readers' part: on a line of its own (var_state.h checks the layout).
+  // Granted reads not yet released. Atomic because a read that is not the last of its
+  // version is released without the lock (release_shared_read), never taking the count to
+  // zero, and a push grants a read without it while nothing waits and nothing else is
+  // granted (grant_read_unlocked); otherwise whether reads are running, which everything
+  // else here decides on, changes only under the lock.
+  std::atomic<int> running_reads{0};
+  std::atomic<int> group_running{0};  // granted accesses of the current commute or reduce run
   // Rings the queue outgrew, kept until the var goes: a running op may still be reading a
   // slot of one (first_hint). They add up to less than the ring in use.
   struct Outgrown {

@@ -1,5 +1,6 @@
 #include "var_state.h"
 
+#include <cstddef>
 #include <mutex>
 #include <string>
 
@@ -40,6 +41,18 @@ void var_release(VarState* s) noexcept {
 std::uint64_t var_id(const VarState* s) noexcept { return s->id; }
 
 static_assert(alignof(VarState) >= 4, "Var keeps its mode in the low two bits of the pointer");
+// The layout var_state.h describes: the pushing thread's part of the queue ends the first
+// line, the finishing readers' counts and the failure share the second, three lines in all.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Winvalid-offsetof"
+static_assert(offsetof(VarState, queue) + offsetof(VarQueue, parked) + sizeof(Op*) == 64,
+              "the pushing thread's part of a var fills its first line");
+static_assert(offsetof(VarState, queue) + offsetof(VarQueue, running_reads) == 64,
+              "a var's counts of granted accesses start its second line");
+static_assert(offsetof(VarState, failure) + sizeof(Failure) <= 128,
+              "a var's failure is on its second line");
+static_assert(sizeof(VarState) == 192, "a var is three cache lines");
+#pragma GCC diagnostic pop
 
 VarState* new_var_state(std::uint64_t owner) {
   return new VarState(owner, g_next_var_id.fetch_add(1, std::memory_order_relaxed));

@@ -43,11 +43,13 @@ inline constexpr std::uint64_t kMaxEngineId = 0xffffffffu;
 
 // Aligned to a cache line: vars made one after another would otherwise share lines, and
 // workers on different cores updating neighbouring vars' queues would contend for them.
-// What a push and a finish touch (the owner check, the flags, version, failure, queue) is
-// packed into the first line, so that an op's access moves one line between the pushing and
-// finishing cores, and a push of a var not used for a while misses once; the reference
-// count (not touched by the threaded engine's ops), the fields set once and those used only
-// by GPU ops and reductions come after it.
+// The first line is what a push touches (the owner check, the flags, the version, and the
+// queue's lock, ring and waiting count; a release that grants writes it too); the second,
+// what a finishing op reads and a finishing reader writes (the failure, the counts of
+// granted reads and commute/reduce accesses). A fan's hub is then pushed on one line while
+// its readers finish on the other (var_state.cc checks the layout). The reference count
+// (not touched by the threaded engine's ops), the fields set once and those used only by GPU
+// ops and reductions come after them.
 struct alignas(64) VarState {
   explicit VarState(std::uint64_t owner_engine, std::uint64_t var_id)
       : owner(static_cast<std::uint32_t>(owner_engine)), id(var_id) {}
@@ -73,18 +75,21 @@ struct alignas(64) VarState {
   // Writes pushed so far (under the push lock): the version the next write creates - 1.
   std::uint64_t pushed_version = 0;
 
+  // Threaded engine's queue of pending accesses (var_queue.h): the rest of the first line,
+  // and the start of the second.
+  VarQueue queue;
+
   // Owned by whichever op holds access: a granted write exclusively, granted reads shared.
   Failure failure;
 
-  // Threaded engine's queue of pending accesses (var_queue.h).
-  VarQueue queue;
 
-  std::atomic<int> refs{1};
   const std::uint64_t id;
 
   // Threaded engine: the stream ops whose device work on this var may still be in flight
   // (device/gpu_sync.h); null for a var that no GPU op has used.
   GpuVarSlot gpu;
+
+  std::atomic<int> refs{1};
 
   // The hooks of reduce(v) accesses (Engine::set_reduction), under the push lock, and in the
   // threaded engine the run of reduce accesses still open (combined by the next other
