@@ -42,7 +42,8 @@ std::uint64_t var_id(const VarState* s) noexcept { return s->id; }
 
 static_assert(alignof(VarState) >= 4, "Var keeps its mode in the low two bits of the pointer");
 // The layout var_state.h describes: the pushing thread's part of the queue ends the first
-// line, the finishing readers' counts and the failure share the second, three lines in all.
+// line, the finishing readers' counts and the failure share the second, the handle count is
+// on the third.
 // As for Op::check_layout (op.cc), only libstdc++'s sizes are checked: with another standard
 // library the layout is slower, not wrong.
 #ifdef __GLIBCXX__
@@ -54,6 +55,7 @@ static_assert(offsetof(VarState, queue) + offsetof(VarQueue, running_reads) == 6
               "a var's counts of granted accesses start its second line");
 static_assert(offsetof(VarState, failure) + sizeof(Failure) <= 128,
               "a var's failure is on its second line");
+static_assert(offsetof(VarState, refs) >= 128, "a var's handle count is off its first two lines");
 static_assert(sizeof(VarState) == 192, "a var is three cache lines");
 #pragma GCC diagnostic pop
 #endif

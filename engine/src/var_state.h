@@ -47,9 +47,9 @@ inline constexpr std::uint64_t kMaxEngineId = 0xffffffffu;
 // queue's lock, ring and waiting count; a release that grants writes it too); the second,
 // what a finishing op reads and a finishing reader writes (the failure, the counts of
 // granted reads and commute/reduce accesses). A fan's hub is then pushed on one line while
-// its readers finish on the other (var_state.cc checks the layout). The reference count
-// (not touched by the threaded engine's ops), the fields set once and those used only by GPU
-// ops and reductions come after them.
+// its readers finish on the other (var_state.cc checks the layout). The fields set once and
+// those used only by GPU ops and reductions fill the rest; the reference count (not touched
+// by the threaded engine's ops) ends the third line.
 struct alignas(64) VarState {
   explicit VarState(std::uint64_t owner_engine, std::uint64_t var_id)
       : owner(static_cast<std::uint32_t>(owner_engine)), id(var_id) {}
@@ -82,14 +82,11 @@ struct alignas(64) VarState {
   // Owned by whichever op holds access: a granted write exclusively, granted reads shared.
   Failure failure;
 
-
-  const std::uint64_t id;
-
   // Threaded engine: the stream ops whose device work on this var may still be in flight
   // (device/gpu_sync.h); null for a var that no GPU op has used.
   GpuVarSlot gpu;
 
-  std::atomic<int> refs{1};
+  const std::uint64_t id;
 
   // The hooks of reduce(v) accesses (Engine::set_reduction), under the push lock, and in the
   // threaded engine the run of reduce accesses still open (combined by the next other
@@ -101,6 +98,11 @@ struct alignas(64) VarState {
   // delete_pending), and the push sequence number its failure is reported under.
   std::function<void()> pending_delete;
   std::uint64_t pending_delete_seq = 0;
+
+  // The handles' count, off the second line: a frontend that copies a handle to push (a
+  // `{v}` list) writes it on every push, and the finishing readers' line would then move
+  // between cores with it.
+  std::atomic<int> refs{1};
 };
 
 VarState* new_var_state(std::uint64_t owner);
