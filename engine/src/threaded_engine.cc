@@ -403,7 +403,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuLaunch
     // takes the push lock once, in submit, not twice.
     if (!options.frees_memory_only) {
       std::lock_guard vl(v->queue.lock);
-      if (!v->queue.idle()) return false;
+      if (!v->queue.idle_but_for_credits()) return false;
     }
     std::uint64_t seq;
     {
@@ -413,6 +413,9 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuLaunch
         return false;
       }
       std::lock_guard vl(v->queue.lock);
+      // The reads granted at push on credit (VarQueue::read_credits) are not running: once
+      // given back, the queue shows what still is.
+      v->queue.return_read_credits();
       const bool idle = v->queue.idle();
       if (!idle && !options.frees_memory_only) return false;
       v->deleted = true;

@@ -155,6 +155,17 @@ struct VarQueue {
   // log2 of the ring's capacity. Changed only by make_room, which pushing threads call under
   // the engine's push lock: they may read it without `lock`.
   std::uint8_t ring_log2 = 1;
+  // Reads the pushing thread holds already counted in running_reads, to grant without
+  // touching the second line (grant_read_unlocked): a widely read var's readers are then
+  // granted on the pushing thread's line, and its count of running reads is written by the
+  // finishing readers alone, which also never see it reach one (the last read's release,
+  // the one that takes the lock) while credits are held. Taken with a read granted at push,
+  // when nothing waits and no write or run is granted; given back (return_read_credits)
+  // before the pushing thread queues or grants anything else on the var under its lock, and
+  // when the var's last handle goes or it is deleted without an op, so that it can go idle.
+  // Changed only by pushing threads under the engine's push lock, or once no handle is left
+  // (no push can come then); atomic (relaxed) for delete_without_op's first look, a hint.
+  std::atomic<std::uint8_t> read_credits{0};
   // The waiting (not yet granted) accesses: `waiting` of them from ring[first] on, modulo
   // the capacity. Changed under `lock`; atomic (relaxed, or release for `first`: plain
   // loads and stores on x86) for the readers without it: a pusher's make_room reads
@@ -197,6 +208,24 @@ struct VarQueue {
   bool idle() const noexcept {
     return !writing() && reads_running() == 0 && group_now() == 0 && waiting_now() == 0 &&
            !commute_held && !parked;
+  }
+  // Idle once the read credits are given back: without `lock`, a hint.
+  bool idle_but_for_credits() const noexcept {
+    return !writing() && reads_running() == read_credits.load(std::memory_order_relaxed) &&
+           group_now() == 0 && waiting_now() == 0 && !commute_held && !parked;
+  }
+  // Reads granted at push per credit taken (grant_read_unlocked): the second line is then
+  // written by the pushing thread once per kReadCredits + 1 reads.
+  static constexpr std::uint8_t kReadCredits = 64;
+  // Under `lock`, by a pushing thread (under the engine's push lock) or the release of the
+  // var's last handle: gives back the read credits (read_credits), which may leave no read
+  // running. An acquire of every earlier read's release, as a last read's release is: a
+  // write this push then grants comes after them.
+  void return_read_credits() noexcept {
+    const std::uint8_t c = read_credits.load(std::memory_order_relaxed);
+    if (c == 0) return;
+    read_credits.store(0, std::memory_order_relaxed);
+    running_reads.fetch_sub(c, std::memory_order_acq_rel);
   }
   std::uint32_t waiting_now() const noexcept { return waiting.load(std::memory_order_relaxed); }
   bool writing() const noexcept { return write_active.load(std::memory_order_relaxed); }
@@ -248,22 +277,31 @@ struct VarQueue {
   // meanwhile only lower the count of running reads (a last read's release, which takes it
   // to zero under the lock, finds nothing waiting to grant), so the increment is right from
   // any count. Saves the frontend the lock's acquire on a var that the workers' releases
-  // take too: inputs read by every op.
+  // take too: inputs read by every op. The count is raised by kReadCredits more, held as
+  // credits for the next reads pushed (read_credits).
   bool grant_read_unlocked(const Access& a) noexcept {
+    if (a.kind != AccessKind::read || a.gate) return false;
+    // A credit held: the reads it stands for keep any write or run from being granted, and
+    // only this thread queues accesses, which it does only after giving the credits back,
+    // so nothing waits: the read is granted as the one that took them was.
+    if (const std::uint8_t c = read_credits.load(std::memory_order_relaxed); c != 0) {
+      read_credits.store(c - 1, std::memory_order_relaxed);
+      return true;
+    }
     // Acquire: a grant_run that took the last waiting access stored `waiting` with release
     // after it marked the write or run it granted, so `waiting` at zero shows that mark.
-    if (a.kind != AccessKind::read || a.gate || waiting.load(std::memory_order_acquire) != 0) {
-      return false;
-    }
+    if (waiting.load(std::memory_order_acquire) != 0) return false;
     // Acquire: pairs with the release that ended the last write or run (see write_active).
     if (write_active.load(std::memory_order_acquire) ||
         group_running.load(std::memory_order_acquire) != 0) {
       return false;
     }
-    running_reads.fetch_add(1, std::memory_order_relaxed);
+    running_reads.fetch_add(1 + kReadCredits, std::memory_order_relaxed);
+    read_credits.store(kReadCredits, std::memory_order_relaxed);
     return true;
   }
-  // Grants `a` at once if nothing conflicts (true), else queues it (false): make_room(1)
+  // By a pushing thread, under the engine's push lock: gives back the read credits, then
+  // grants `a` at once if nothing conflicts (true), else queues it (false). make_room(1)
   // came first.
   bool grant_or_enqueue(const Access& a) noexcept;
   // Releases a finished access of `kind`, and puts the accesses it grants in `out`, in queue
@@ -322,6 +360,7 @@ inline void VarQueue::grow(std::uint32_t n) {
 }
 
 inline bool VarQueue::grant_or_enqueue(const Access& a) noexcept {
+  return_read_credits();
   check();
   const std::uint32_t w = waiting_now();
   if (w == 0 && !writing()) {

@@ -32,6 +32,9 @@ void var_release(VarState* s) noexcept {
   bool idle;
   {
     std::lock_guard lk(s->queue.lock);
+    // No push can come now: the credits of reads granted at push go back (VarQueue::
+    // read_credits), else the queue would never be idle.
+    s->queue.return_read_credits();
     idle = s->queue.idle();
     if (!idle) s->queue.orphaned = true;
   }
