@@ -124,11 +124,12 @@ TEST(VarQueue, GrantsAReadWithoutTheLockOnlyWhenNothingWaitsOrHoldsTheVar) {
       w = access(AccessKind::write, 3), r3 = access(AccessKind::read, 4),
       c = access(AccessKind::commute, 5), rw = access(AccessKind::read_write, 6);
   EXPECT_TRUE(q.grant_read_unlocked(r1));  // idle
-  EXPECT_TRUE(q.grant_read_unlocked(r2));  // beside a running read
-  EXPECT_EQ(q.reads_running(), 2);
+  EXPECT_TRUE(q.grant_read_unlocked(r2));  // beside a running read, on r1's credit
+  EXPECT_EQ(q.reads_running(), 1 + VarQueue::kReadCredits);
   EXPECT_FALSE(q.grant_read_unlocked(w));   // not a read
   EXPECT_FALSE(q.grant_read_unlocked(rw));  // a read that writes
   EXPECT_FALSE(enqueue(q, w));              // waits for both reads
+  EXPECT_EQ(q.reads_running(), 2);          // the credits given back first
   EXPECT_FALSE(q.grant_read_unlocked(r3));  // a write waits: r3 must queue behind it
   EXPECT_EQ(q.reads_running(), 2);
   EXPECT_FALSE(enqueue(q, r3));
@@ -146,6 +147,87 @@ TEST(VarQueue, GrantsAReadWithoutTheLockOnlyWhenNothingWaitsOrHoldsTheVar) {
   gate.gate = true;
   EXPECT_FALSE(q.grant_read_unlocked(gate));  // a replay's gate takes the locked path
   EXPECT_TRUE(q.idle());
+}
+
+// Read credits (VarQueue::read_credits): a read granted at push counts kReadCredits more,
+// granted to the next reads pushed without touching the count; the pusher gives them back
+// before it queues or grants anything else under the lock.
+// As the threaded engine's push: unlocked for a read where it may, else under the lock.
+bool push(VarQueue& q, const Access& a) {
+  q.make_room(1);
+  if (q.grant_read_unlocked(a)) return true;
+  std::lock_guard lk(q.lock);
+  return q.grant_or_enqueue(a);
+}
+// As a finishing op's release: a read others outlast without the lock, else under it.
+Ops finish(VarQueue& q, AccessKind kind) {
+  if (kind == AccessKind::read && q.release_shared_read()) return {};
+  std::lock_guard lk(q.lock);
+  return release(q, kind);
+}
+
+TEST(VarQueueCredits, TheFirstReadGrantedAtPushTakesCreditsForTheNext) {
+  VarQueue q;
+  ASSERT_TRUE(push(q, access(AccessKind::read, 1)));
+  EXPECT_EQ(q.reads_running(), 1 + VarQueue::kReadCredits);
+  EXPECT_EQ(q.read_credits.load(), VarQueue::kReadCredits);
+  ASSERT_TRUE(push(q, access(AccessKind::read, 2)));
+  ASSERT_TRUE(push(q, access(AccessKind::read, 3)));
+  EXPECT_EQ(q.reads_running(), 1 + VarQueue::kReadCredits);  // not touched again
+  EXPECT_EQ(q.read_credits.load(), VarQueue::kReadCredits - 2);
+  // Released while credits are held, none is the last: none takes the lock.
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(q.release_shared_read());
+  EXPECT_FALSE(q.idle());
+  EXPECT_TRUE(q.idle_but_for_credits());
+  {
+    std::lock_guard lk(q.lock);
+    q.return_read_credits();
+  }
+  EXPECT_TRUE(q.idle());
+}
+
+TEST(VarQueueCredits, AWriteAfterFinishedReadsGivesTheCreditsBackAndIsGrantedAtOnce) {
+  VarQueue q;
+  ASSERT_TRUE(push(q, access(AccessKind::read, 1)));
+  ASSERT_TRUE(push(q, access(AccessKind::read, 2)));
+  EXPECT_EQ(finish(q, AccessKind::read), Ops{});
+  EXPECT_EQ(finish(q, AccessKind::read), Ops{});
+  EXPECT_TRUE(push(q, access(AccessKind::write, 3)));
+  EXPECT_EQ(q.read_credits.load(), 0);
+  EXPECT_EQ(q.reads_running(), 0);
+  EXPECT_TRUE(q.writing());
+  EXPECT_EQ(finish(q, AccessKind::write), Ops{});
+  EXPECT_TRUE(q.idle());
+}
+
+TEST(VarQueueCredits, AWriteWaitsForTheReadsStillRunningAndTheLastGrantsIt) {
+  VarQueue q;
+  const Access w = access(AccessKind::write, 3), r3 = access(AccessKind::read, 4);
+  ASSERT_TRUE(push(q, access(AccessKind::read, 1)));
+  ASSERT_TRUE(push(q, access(AccessKind::read, 2)));
+  EXPECT_EQ(finish(q, AccessKind::read), Ops{});
+  EXPECT_FALSE(push(q, w));  // the second read still runs
+  EXPECT_EQ(q.reads_running(), 1);
+  EXPECT_FALSE(push(q, r3));  // behind the waiting write, and no credit taken
+  EXPECT_EQ(q.read_credits.load(), 0);
+  EXPECT_EQ(finish(q, AccessKind::read), Ops{w.op});
+  EXPECT_EQ(finish(q, AccessKind::write), Ops{r3.op});
+  EXPECT_EQ(q.reads_running(), 1);  // granted by a release: no credit either
+  EXPECT_EQ(finish(q, AccessKind::read), Ops{});
+  EXPECT_TRUE(q.idle());
+}
+
+TEST(VarQueueCredits, CommuteAndReduceAccessesGiveTheCreditsBackToo) {
+  for (AccessKind k : {AccessKind::commute, AccessKind::reduce}) {
+    VarQueue q;
+    ASSERT_TRUE(push(q, access(AccessKind::read, 1)));
+    EXPECT_EQ(finish(q, AccessKind::read), Ops{});
+    EXPECT_TRUE(push(q, access(k, 2)));
+    EXPECT_EQ(q.read_credits.load(), 0);
+    EXPECT_EQ(q.reads_running(), 0);
+    EXPECT_EQ(finish(q, k), Ops{});
+    EXPECT_TRUE(q.idle());
+  }
 }
 
 // One thread pushes reads (without the lock where it may) while others release them (without
