@@ -12,6 +12,8 @@
 
 #include <gtest/gtest.h>
 
+#include "test_util.h"
+
 #include "op.h"
 #include "prefetch.h"
 #include "record_pool.h"
@@ -22,12 +24,7 @@ namespace {
 
 using record_pool::Record;
 
-constexpr bool kPoolBypassed =
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-    true;
-#else
-    false;
-#endif
+using test::kRecordPoolBypassed;
 
 std::vector<void*> take(Record r, std::size_t n) {
   std::vector<void*> out;
@@ -50,7 +47,7 @@ TEST(RecordPool, EachKindIsAlignedForItsRecord) {
 // What a frontend and a worker do: one thread makes the records, another frees them; the
 // maker gets them back through the shared list rather than from the allocator.
 TEST(RecordPool, RecordsFreedOnAnotherThreadComeBackToTheMaker) {
-  if (kPoolBypassed) GTEST_SKIP() << "the pool is bypassed under ASan and TSan";
+  if (kRecordPoolBypassed) GTEST_SKIP() << "the pool is bypassed under ASan and TSan";
   for (Record r : {Record::op, Record::var_state}) {
     std::set<void*> made;
     std::thread maker([&] {
@@ -72,7 +69,7 @@ TEST(RecordPool, RecordsFreedOnAnotherThreadComeBackToTheMaker) {
 
 // An op's block never serves as a var state's (their sizes and alignments differ).
 TEST(RecordPool, KindsDoNotMix) {
-  if (kPoolBypassed) GTEST_SKIP() << "the pool is bypassed under ASan and TSan";
+  if (kRecordPoolBypassed) GTEST_SKIP() << "the pool is bypassed under ASan and TSan";
   std::vector<void*> ops = take(Record::op, 2 * record_pool::kBatch);
   const std::set<void*> op_blocks(ops.begin(), ops.end());
   for (void* p : ops) record_pool::release(Record::op, p);

@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include "test_util.h"
+
 #include <depengine/engine.h>
 
 #include "op.h"
@@ -17,12 +19,7 @@
 namespace depengine::detail {
 namespace {
 
-constexpr bool kPoolBypassed =
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-    true;
-#else
-    false;
-#endif
+using test::kRecordPoolBypassed;
 
 // Stand-ins for ops: the queue keeps only their addresses (with the access kind in the low
 // bits), so aligned storage does.
@@ -37,7 +34,7 @@ Access access(VarState* v, FakeOp& op, AccessKind kind) {
 // The last handle's release gives the credits back, so a var read at push and then dropped
 // is freed (var_state.cc). The freed block is the next the pool hands out on this thread.
 TEST(VarCredits, AVarReadAtPushIsFreedWhenItsLastHandleGoes) {
-  if (kPoolBypassed) GTEST_SKIP() << "the pool is bypassed under ASan and TSan (LeakSanitizer checks it there)";
+  if (kRecordPoolBypassed) GTEST_SKIP() << "the pool is bypassed under ASan and TSan (LeakSanitizer checks it there)";
   VarState* v = new_var_state(1);
   FakeOp op;
   v->queue.make_room(1);
