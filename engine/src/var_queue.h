@@ -205,14 +205,10 @@ struct VarQueue {
   VarQueue& operator=(const VarQueue&) = delete;
 
   // No access granted, waiting or parked on the var.
-  bool idle() const noexcept {
-    return !writing() && reads_running() == 0 && group_now() == 0 && waiting_now() == 0 &&
-           !commute_held && !parked;
-  }
+  bool idle() const noexcept { return idle_with_reads(0); }
   // Idle once the read credits are given back: without `lock`, a hint.
   bool idle_but_for_credits() const noexcept {
-    return !writing() && reads_running() == read_credits.load(std::memory_order_relaxed) &&
-           group_now() == 0 && waiting_now() == 0 && !commute_held && !parked;
+    return idle_with_reads(read_credits.load(std::memory_order_relaxed));
   }
   // Reads granted at push per credit taken (grant_read_unlocked): the second line is then
   // written by the pushing thread once per kReadCredits + 1 reads.
@@ -309,6 +305,11 @@ struct VarQueue {
   void release(AccessKind kind, Granted& out);
 
  private:
+  // No access granted, waiting or parked on the var but `reads` running reads.
+  bool idle_with_reads(int reads) const noexcept {
+    return !writing() && reads_running() == reads && group_now() == 0 && waiting_now() == 0 &&
+           !commute_held && !parked;
+  }
   void grow(std::uint32_t n);
   Slot& slot(std::uint32_t i) const noexcept {
     return ring.load(std::memory_order_relaxed)[i & (capacity() - 1)];

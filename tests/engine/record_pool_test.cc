@@ -12,11 +12,10 @@
 
 #include <gtest/gtest.h>
 
-#include "test_util.h"
-
 #include "op.h"
 #include "prefetch.h"
 #include "record_pool.h"
+#include "test_util.h"
 #include "var_state.h"
 
 namespace depengine::detail {

@@ -2,18 +2,16 @@
 // read_credits; the queue's own tests are in invariant_test.cc) go back, so that the var is
 // freed, and a delete that only frees memory runs its callback.
 #include <atomic>
-#include <mutex>
 #include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
 
-#include "test_util.h"
-
 #include <depengine/engine.h>
 
 #include "op.h"
 #include "record_pool.h"
+#include "test_util.h"
 #include "var_state.h"
 
 namespace depengine::detail {
@@ -34,7 +32,9 @@ Access access(VarState* v, FakeOp& op, AccessKind kind) {
 // The last handle's release gives the credits back, so a var read at push and then dropped
 // is freed (var_state.cc). The freed block is the next the pool hands out on this thread.
 TEST(VarCredits, AVarReadAtPushIsFreedWhenItsLastHandleGoes) {
-  if (kRecordPoolBypassed) GTEST_SKIP() << "the pool is bypassed under ASan and TSan (LeakSanitizer checks it there)";
+  if (kRecordPoolBypassed) {
+    GTEST_SKIP() << "the pool is bypassed under ASan and TSan (LeakSanitizer checks it there)";
+  }
   VarState* v = new_var_state(1);
   FakeOp op;
   v->queue.make_room(1);
