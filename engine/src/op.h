@@ -271,15 +271,12 @@ class Op final : public CompletionTarget {
   // record pool, before handing it out).
   static void prefetch_free_record(const void* record) noexcept;
 
-  // Asks for the lines of the record that running the op reads, from its header to the
-  // start of its inline body, all at once: a worker about to run an op pushed long ago
-  // (its record in memory) then waits for them together rather than one after another.
-  void prefetch_record() const noexcept {
-    const char* line = reinterpret_cast<const char*>(this);
-    __builtin_prefetch(line, 1, 3);  // the header, which the run and release write
-    const char* const end = reinterpret_cast<const char*>(body_storage_) + 1;
-    for (line += 64; line < end; line += 64) __builtin_prefetch(line, 0, 3);
-  }
+  // Asks for the lines of the record at `record` that running its op reads, from its header
+  // to the start of its inline body, all at once: a worker about to run an op pushed long
+  // ago (its record in memory) then waits for them together rather than one after another.
+  // An address rather than an op: a hint (VarQueue::first_hint) may name a record freed
+  // since, or none, and a prefetch never faults.
+  static void prefetch_record(const Op* record) noexcept;
 
  private:
   // set_accesses' merge of long (checked) lists into `out`, which has room for both, through
@@ -296,6 +293,16 @@ class Op final : public CompletionTarget {
 
   ~Op();
 };
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Winvalid-offsetof"
+inline void Op::prefetch_record(const Op* record) noexcept {
+  const char* line = reinterpret_cast<const char*>(record);
+  const char* const end = line + offsetof(Op, body_storage_) + 1;
+  __builtin_prefetch(line, 1, 3);  // the header, which the run and release write
+  for (line += 64; line < end; line += 64) __builtin_prefetch(line, 0, 3);
+}
+#pragma GCC diagnostic pop
 
 static_assert(alignof(Op) >= Waiting::kFreeBits,
               "a var queue keeps an access's kind in the low bits of its op's address");

@@ -229,7 +229,7 @@ Op* Scheduler::pop() {
       // freed memory does no harm (it never faults or writes), but the sanitizers count it
       // as a read, so their builds leave it out.
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-      if (behind) behind->prefetch_record();
+      if (behind) Op::prefetch_record(behind);
 #endif
       return op;
     }

@@ -229,7 +229,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuLaunch
   }
 
   Op* run_cpu(Op* op, int worker) override {
-    op->prefetch_record();
+    Op::prefetch_record(op);
     // Retirements this thread holds for another engine or epoch go before the op runs: it
     // may block on a waiter of theirs (HeldRetires).
     HeldRetires::here().flush_unless(counts_, op->epoch);
@@ -257,11 +257,16 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuLaunch
       return finish(op, std::move(up), {.continuation = true, .may_hold = may_hold});
     }
     // The vars' lines are here now (their failures were read). Their first waiting accesses
-    // are most likely what this op's release will grant: their ops' first lines, which the
-    // pushing thread wrote and the grant writes, are asked for now (a read prefetch, as
-    // above), to come over while the body runs rather than inside the release. A read that
-    // others of its version outlast grants nothing (release_shared_read); one that may be
-    // the last takes the first line's lock when it finishes, so that line is asked for too.
+    // are most likely what this op's release will grant, and the op it grants last is what
+    // this thread runs next (the continuation): their records (the first line, which the
+    // grant writes, through the accesses, which the run reads) are asked for now, to come
+    // over while the body runs rather than inside the release and the next run. With the
+    // pushing thread far ahead, a record was written long ago and is no longer in any
+    // core's cache: on the random DAG of 1 µs tasks, asking for the first line alone left
+    // the next run waiting for the rest (speedup over the serial loop 1.14 against 1.20,
+    // docs/benchmarks.md). A read that others of its version outlast grants nothing
+    // (release_shared_read); one that may be the last takes the first line's lock when it
+    // finishes, so that line is asked for too.
     for (const Access& a : op->acc) {
       if (a.kind == AccessKind::read) {
         if (a.var->queue.reads_running() > 1) continue;
@@ -269,7 +274,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuLaunch
       }
       if (a.var->queue.waiting_now() == 0) continue;
       const Waiting next = a.var->queue.first_hint();
-      if (!next.is_gate()) __builtin_prefetch(next.op(), 1, 3);
+      if (!next.is_gate()) Op::prefetch_record(next.op());
     }
     op->observe_start(worker);
     RunContext ctx{Device::cpu(), op->opts.lane, worker, nullptr};
