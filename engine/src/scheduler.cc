@@ -336,7 +336,7 @@ bool Scheduler::park(Parker& self, std::chrono::steady_clock::time_point deadlin
   // Listed first, checked after: a stop or a parallel loop either sees this task listed
   // (wake_all_parked) or is seen here.
   bool wait = none_queued && !must_leave();
-  if (wait && self.woken.try_acquire_until(deadline)) return true;
+  if (wait && self.woken.wait_until(deadline)) return true;
   // Not woken (an op came meanwhile, or the deadline passed): off the list, unless a submit
   // has claimed this task already; its wake-up is then on its way, and taken.
   {
@@ -349,7 +349,7 @@ bool Scheduler::park(Parker& self, std::chrono::steady_clock::time_point deadlin
       }
     }
   }
-  self.woken.acquire();
+  self.woken.wait();
   return true;
 }
 
@@ -368,7 +368,7 @@ bool Scheduler::wake_one_parked() {
   wake_ups_.fetch_add(1, std::memory_order_relaxed);
   // The parker belongs to the scheduler (parkers_), so it outlives this call even if its
   // task has already woken and gone.
-  p->woken.release();
+  p->woken.wake();
   return true;
 }
 
@@ -378,7 +378,7 @@ void Scheduler::wake_all_parked() {
     parked_top_ = p->next;
     parked_.fetch_sub(1, std::memory_order_relaxed);
     wakes_pending_.fetch_add(1, std::memory_order_seq_cst);
-    p->woken.release();
+    p->woken.wake();
   }
 }
 

@@ -11,7 +11,7 @@
 //   rather than a oneTBB enqueue and wake-up. Kernels that use tbb::parallel_for inside an
 //   op share the arena, so intra-op parallelism does not oversubscribe the cores.
 // - Lingering and parking: a drain task that runs out of ops spins (yielding) for kLinger,
-//   then parks for up to kPark on a semaphore of its own, listed among the parked tasks;
+//   then parks for up to kPark on a wake-up of its own (wakeup.h), listed among the parked tasks;
 //   submit claims one listed task and wakes it. A claimed task is off the list and counted
 //   as a wake under way until it lingers, so that submits meanwhile wake nobody else: one
 //   parked task costs the frontend one wake-up, however many ops it pushes while that task
@@ -47,7 +47,6 @@
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <semaphore>
 
 #include <oneapi/tbb/concurrent_priority_queue.h>
 #include <oneapi/tbb/task_arena.h>
@@ -55,6 +54,7 @@
 #include "op.h"
 #include "ready_fifo.h"
 #include "spin_lock.h"
+#include "wakeup.h"
 
 namespace depengine::detail {
 
@@ -143,9 +143,9 @@ class Scheduler {
   };
   using PriorityQueue = oneapi::tbb::concurrent_priority_queue<Op*, ByRank>;
 
-  // A parked drain task: its semaphore, and its place in the list of parked tasks.
+  // A parked drain task: its wake-up, and its place in the list of parked tasks.
   struct Parker {
-    std::binary_semaphore woken{0};
+    Wakeup woken;
     Parker* next = nullptr;
   };
 

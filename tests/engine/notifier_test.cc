@@ -1,5 +1,5 @@
-// The wake-up protocol (engine/src/notifier.h) and the serial worker built on it
-// (engine/src/serial_worker.h). A lost wake-up would leave a thread asleep: the waits here
+// The wake-up protocol (engine/src/notifier.h), the serial worker built on it
+// (engine/src/serial_worker.h), and a parked drain task's wake-up (engine/src/wakeup.h). A lost wake-up would leave a thread asleep: the waits here
 // carry a 10 s deadline, so a lost wake-up fails the test instead of hanging it.
 #include <atomic>
 #include <chrono>
@@ -7,9 +7,11 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include "notifier.h"
 #include "serial_worker.h"
+#include "wakeup.h"
 
 namespace depengine::detail {
 namespace {
@@ -116,6 +118,51 @@ TEST(SerialWorker, RunsItsStartHookFirst) {
   w.push(1);
   w.wait_idle();
   EXPECT_TRUE(started_before_item.load());
+}
+
+// The calling thread's voluntary context switches so far: one per sleep it went into.
+long sleeps_of_this_thread() {
+  rusage u{};
+  getrusage(RUSAGE_THREAD, &u);
+  return u.ru_nvcsw;
+}
+
+// A wait with a deadline sleeps until the wake-up, not in slices: libstdc++'s timed
+// semaphore acquire, which the scheduler's parked tasks used before, slept half the time
+// waited so far between looks (about twenty sleeps in 300 ms), and so saw a wake-up up to
+// half that time late. Counted, not timed: one sleep, or a few for spurious wake-ups.
+TEST(Wakeup, SleepsOnceUntilWoken) {
+  Wakeup w;
+  std::atomic<long> sleeps{-1};
+  std::atomic<bool> woken{false};
+  std::thread waiter([&] {
+    const long before = sleeps_of_this_thread();
+    woken = w.wait_until(std::chrono::steady_clock::now() + 10s);
+    sleeps = sleeps_of_this_thread() - before;
+  });
+  std::this_thread::sleep_for(300ms);
+  w.wake();
+  waiter.join();
+  EXPECT_TRUE(woken.load());
+  EXPECT_LE(sleeps.load(), 3) << "the timed wait polled instead of sleeping until woken";
+}
+
+TEST(Wakeup, GivesUpAtTheDeadline) {
+  Wakeup w;
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_FALSE(w.wait_until(start + 20ms));
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 20ms);
+}
+
+// A wake-up that comes before the wait is kept for it, once (as the scheduler's claim of a
+// parked task that has not gone to sleep yet).
+TEST(Wakeup, KeepsAWakeUpThatCameFirst) {
+  Wakeup w;
+  w.wake();
+  EXPECT_TRUE(w.wait_until(std::chrono::steady_clock::now() + 10s));
+  EXPECT_FALSE(w.wait_until(std::chrono::steady_clock::now() + 1ms));
+  w.wake();
+  w.wait();
 }
 
 }  // namespace
