@@ -5,8 +5,8 @@
 // acquire (GCC 12, bits/atomic_timed_wait.h) does not sleep on a futex until its deadline:
 // it polls, sleeping half the time waited so far between looks. A drain task parked for
 // 1.5 ms thus saw the submit that claimed it up to 0.75 ms late, with a core idle and ops
-// queued, and woke about ten times while parked (notifier_test.cc counts the sleeps). A
-// condition variable's timed wait sleeps on the futex until the wake-up or the deadline.
+// queued, and woke about six times in its 2 ms park (notifier_test.cc counts the sleeps).
+// A condition variable's timed wait sleeps on the futex until the wake-up or the deadline.
 #pragma once
 
 #include <chrono>

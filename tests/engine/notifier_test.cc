@@ -1,6 +1,7 @@
 // The wake-up protocol (engine/src/notifier.h), the serial worker built on it
-// (engine/src/serial_worker.h), and a parked drain task's wake-up (engine/src/wakeup.h). A lost wake-up would leave a thread asleep: the waits here
-// carry a 10 s deadline, so a lost wake-up fails the test instead of hanging it.
+// (engine/src/serial_worker.h), and a parked drain task's wake-up (engine/src/wakeup.h). A
+// lost wake-up would leave a thread asleep: the waits here carry a 10 s deadline, so a lost
+// wake-up fails the test instead of hanging it.
 #include <atomic>
 #include <chrono>
 #include <thread>
