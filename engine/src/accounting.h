@@ -15,12 +15,13 @@
 // Every mutator applies the notifier rule itself (notifier.h): after a change that can make
 // a waiter's condition true it notifies, and only then. Increases of the counts wake nobody
 // (no wait waits for a count to grow); a decrease notifies when the ops in flight reach zero
-// (shutdown), an epoch drains (wait_all), the count drops under the bound or activity
-// reaches zero (back-pressure), activity drops to one while watch_for_last_active() is on
+// (shutdown), an epoch drains (wait_all), the count drops to back-pressure's resume point or
+// activity reaches zero (back-pressure), activity drops to one while watch_for_last_active() is on
 // (shutdown from inside an op); a stage change always notifies. The counts are sequentially
 // consistent atomics, as the protocol needs.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <bit>
 #include <chrono>
@@ -57,7 +58,18 @@ class Accounting {
   static constexpr std::size_t active_of(std::uint64_t s) noexcept { return s >> 32; }
 
   // `max_inflight`: the back-pressure bound, 0 for none. Opens the first epoch.
-  explicit Accounting(std::size_t max_inflight) : bound_(max_inflight) { open_epoch(); }
+  explicit Accounting(std::size_t max_inflight)
+      : bound_(max_inflight), resume_at_(resume_point(max_inflight)) {
+    open_epoch();
+  }
+
+  // Where a push blocked at `bound` resumes: once the ops in flight have fallen by an eighth
+  // of the bound (at least one; StarPU's limits on submitted tasks have the same two marks).
+  // Woken as soon as one op retired, a frontend at a large bound was woken, pushed one op and
+  // blocked again for almost every push: a wake-up and a context switch per op.
+  static constexpr std::size_t resume_point(std::size_t bound) noexcept {
+    return bound == 0 ? 0 : bound - std::max<std::size_t>(1, bound / 8);
+  }
   Accounting(const Accounting&) = delete;
   Accounting& operator=(const Accounting&) = delete;
 
@@ -69,8 +81,9 @@ class Accounting {
   // ---- The counts.
 
   // Back-pressure: takes one place among the bound (one op in flight and active, the
-  // activity provisional: a concurrent push never sees the reserving op's engine idle),
-  // waiting while the bound is reached and some op is active. When none is, every op in
+  // activity provisional: a concurrent push never sees the reserving op's engine idle). At
+  // the bound, with some op active, it waits until the ops in flight fall to the resume
+  // point (resume_point) and then tries again. When no op is active, every op in
   // flight waits for a Completion that only a thread outside the engine can call — possibly
   // this one — so the place is granted instead of deadlocking. Places are taken by
   // compare-and-swap, so the bound holds with many pushers. Throws Error (call_name() + ":
@@ -86,7 +99,7 @@ class Accounting {
       CountScope caller(*this, callers_);
       block_until([&] {
         s = state();
-        return inflight_of(s) < bound_ || active_of(s) == 0 || stage() != Stage::running;
+        return inflight_of(s) <= resume_at_ || active_of(s) == 0 || stage() != Stage::running;
       });
       if (stage() != Stage::running) {
         throw Error(call_name() + ": the engine is shutting down");
@@ -236,8 +249,9 @@ class Accounting {
   // context switch, so only the transitions a waiter can be waiting for notify.
   bool notify_needed(std::uint64_t before, std::uint64_t after, std::size_t epoch_left) const {
     return inflight_of(after) == 0 || epoch_left == 0 ||
-           (bound_ != 0 && ((inflight_of(before) >= bound_ && inflight_of(after) < bound_) ||
-                            (active_of(before) > 0 && active_of(after) == 0))) ||
+           (bound_ != 0 &&
+            ((inflight_of(before) > resume_at_ && inflight_of(after) <= resume_at_) ||
+             (active_of(before) > 0 && active_of(after) == 0))) ||
            (last_active_watch_.load() && active_of(after) <= 1);
   }
 
@@ -263,6 +277,7 @@ class Accounting {
     std::atomic<std::size_t> epoch_pending[kEpochSlots] = {};
   } counters_;
   const std::size_t bound_;
+  const std::size_t resume_at_;  // resume_point(bound_)
   std::uint32_t free_slots_ = (1u << kEpochSlots) - 1;  // under the push lock
   std::vector<std::unique_ptr<Epoch>> epochs_;           // under the push lock; the open ones
   Epoch* current_ = nullptr;

@@ -59,9 +59,12 @@ struct EngineOptions {
   // CPU worker threads. Default: DEPENGINE_CPU_THREADS, else the number of cores.
   int cpu_threads = 0;
   // Bound on operations pushed and not yet finished; push blocks while it is reached, with
-  // any number of pushing threads. Pushes made by running ops never block, nor does a push
-  // made while every op in flight waits for a Completion (which the pushing thread may be
-  // the one to call). Default: DEPENGINE_MAX_INFLIGHT, else unbounded. -1 forces unbounded.
+  // any number of pushing threads. In the threaded engine a blocked push resumes once the
+  // operations in flight have fallen by an eighth of the bound (at least one), so that a
+  // frontend far ahead is not woken for every operation that finishes. Pushes made by
+  // running ops never block, nor does a push made while every op in flight waits for a
+  // Completion (which the pushing thread may be the one to call). Default:
+  // DEPENGINE_MAX_INFLIGHT, else unbounded. -1 forces unbounded.
   long max_inflight = 0;
   // Host-simulated GPUs: when > 0, Device::gpu(i) for i < sim_gpus runs on threads that
   // stand in for streams, so GPU scheduling works on machines without one.
