@@ -511,6 +511,9 @@ TEST(BackPressure, ABlockedFrontendResumesAnEighthBelowTheBound) {
     e->push([] {}, {}, {e->new_var()});
     pushed = true;
   });
+  // Blocked at the bound (given the time to get there before any op finishes).
+  std::this_thread::sleep_for(50ms);
+  const bool at_bound = !pushed.load();
   // Seven ops finished (their retirements counted, or the frontend through): still blocked,
   // as an eighth of 64 is 8.
   for (int i = 0; i < 7; ++i) go[static_cast<std::size_t>(i)] = true;
@@ -526,6 +529,7 @@ TEST(BackPressure, ABlockedFrontendResumesAnEighthBelowTheBound) {
   for (auto& g : go) g = true;
   frontend.join();
   e->wait_all();
+  EXPECT_TRUE(at_bound);
   EXPECT_FALSE(early) << "the frontend resumed before the ops in flight fell by 8";
   EXPECT_TRUE(through);
   EXPECT_LE(e->peak_pending(), static_cast<std::size_t>(kBound));
