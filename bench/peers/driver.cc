@@ -747,7 +747,9 @@ class Bench {
       << "which pushes and then runs ops while it waits in `wait_all`; `depengine-lean` has "
       << std::max(1, o_.threads - 1) << " worker(s) plus the frontend thread, the same count as "
       << "OpenMP's team and oneTBB's arena (" << o_.threads << ", their master thread "
-      << "included); StarPU has " << o_.threads << " workers plus the submitting thread.\n\n"
+      << "included); `depengine-bounded` is `depengine` with at most 4,096 ops in flight "
+      << "(back-pressure; every other runtime is unbounded); StarPU has " << o_.threads
+      << " workers plus the submitting thread.\n\n"
       << "**Overhead: ns per task at task size 0** (wall time of submitting and running "
       << o_.max_tasks << " empty tasks, divided by their number; lower is better, best "
       << "parallel runtime in bold). *parallelism* is the graph's tasks / critical path.\n\n"

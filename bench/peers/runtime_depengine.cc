@@ -4,6 +4,10 @@
 // workers, and the frontend thread pushes and then runs ops in wait_all: threads + 1 in
 // all. `depengine-lean` has threads - 1 workers, so that with the frontend thread it uses
 // exactly `threads`, as OpenMP's team and oneTBB's arena do (their master counts).
+// `depengine-bounded` is `depengine` with at most kBound ops in flight (back-pressure, the
+// chapter's remedy for a queue that eats memory): the frontend blocks instead of running
+// tens of thousands of ops ahead, whose records are then out of the cache when they run.
+// The others, like every peer here, are unbounded.
 #include <algorithm>
 #include <span>
 
@@ -14,10 +18,12 @@
 namespace depengine::peers {
 namespace {
 
+constexpr long kBound = 4096;  // depengine-bounded's max_inflight
+
 class DepengineRuntime final : public Runtime {
  public:
-  DepengineRuntime(const char* kind, int workers)
-      : engine_(Engine::create(kind, {.cpu_threads = workers, .max_inflight = -1})) {}
+  DepengineRuntime(const char* kind, int workers, long max_inflight = -1)
+      : engine_(Engine::create(kind, {.cpu_threads = workers, .max_inflight = max_inflight})) {}
 
   void prepare(const Graph& graph, Slot*, std::uint64_t) override {
     vars_.clear();
@@ -63,6 +69,11 @@ std::vector<RuntimeEntry> depengine_runtimes() {
        .make =
            [](int threads) {
              return std::make_unique<DepengineRuntime>("threaded", std::max(1, threads - 1));
+           }},
+      {.name = "depengine-bounded",
+       .make =
+           [](int threads) {
+             return std::make_unique<DepengineRuntime>("threaded", threads, kBound);
            }},
       {.name = "depengine-naive",
        .make = [](int threads) { return std::make_unique<DepengineRuntime>("naive", threads); }},
