@@ -16,9 +16,9 @@
 // a waiter's condition true it notifies, and only then. Increases of the counts wake nobody
 // (no wait waits for a count to grow); a decrease notifies when the ops in flight reach zero
 // (shutdown), an epoch drains (wait_all), the count drops to back-pressure's resume point or
-// activity reaches zero (back-pressure), activity drops to one while watch_for_last_active() is on
-// (shutdown from inside an op); a stage change always notifies. The counts are sequentially
-// consistent atomics, as the protocol needs.
+// activity reaches zero (back-pressure), activity drops to one while watch_for_last_active()
+// is on (shutdown from inside an op); a stage change always notifies. The counts are
+// sequentially consistent atomics, as the protocol needs.
 #pragma once
 
 #include <algorithm>
