@@ -225,7 +225,8 @@ class Op final : public CompletionTarget {
   std::uint32_t replay_index = 0;
   // --- Lines 3-: the accesses (inline from line 3 on).
   AccessArray acc;
-  // The next op parked on the same var's commute exclusion.
+  // The next op parked on the same var's commute exclusion, or, for a ready op, the next in
+  // the ready queue's stack of ops that did not fit its ring (ReadyFifo::push_overflow).
   Op* next_parked = nullptr;
   // The reduction an OpKind::reduce_combine op combines.
   ReduceGroup* combines = nullptr;

@@ -1,4 +1,5 @@
-// The scheduler's queue of ready ops of rank 0: a growable ring. Not thread-safe: the
+// The scheduler's queue of ready ops of rank 0: a growable ring (and, only when memory for
+// a larger ring cannot be had, a stack of the ops that did not fit). Not thread-safe: the
 // scheduler holds its own spin lock around every call (scheduler.h, Scheduler::Normal), so
 // that one acquisition also covers its count of queued ops and of lingering drain tasks.
 //
@@ -13,10 +14,11 @@
 #include <algorithm>
 #include <cstddef>
 #include <memory>
+#include <new>
+
+#include "op.h"
 
 namespace depengine::detail {
-
-class Op;
 
 class ReadyFifo {
  public:
@@ -24,56 +26,88 @@ class ReadyFifo {
   ReadyFifo(const ReadyFifo&) = delete;
   ReadyFifo& operator=(const ReadyFifo&) = delete;
 
-  void push(Op* op) {
-    if (tail_ - head_ > mask_) grow();
-    slots_[tail_++ & mask_] = op;
+  void push(Op* op) noexcept {
+    if (overflow_ == nullptr && (tail_ - head_ <= mask_ || room_for(1))) {
+      slots_[tail_++ & mask_] = op;
+    } else {
+      push_overflow(op);
+    }
   }
 
   // Queues `n` ops in order.
-  void push(Op* const* ops, std::size_t n) {
-    while (tail_ - head_ + n > mask_ + 1) grow();
-    for (std::size_t i = 0; i < n; ++i) slots_[tail_++ & mask_] = ops[i];
+  void push(Op* const* ops, std::size_t n) noexcept {
+    if (overflow_ == nullptr && room_for(n)) {
+      for (std::size_t i = 0; i < n; ++i) slots_[tail_++ & mask_] = ops[i];
+    } else {
+      for (std::size_t i = 0; i < n; ++i) push(ops[i]);
+    }
   }
 
   // The oldest op, or null when empty; `next` is set to the op queued behind it, or null
   // (a hint: another thread may take it first, once the caller lets go of the lock).
   Op* try_pop(Op*& next) noexcept {
-    if (head_ == tail_) return nullptr;
-    Op* op = slots_[head_++ & mask_];
-    next = head_ == tail_ ? nullptr : slots_[head_ & mask_];
+    Op* op;
+    if (head_ != tail_) {
+      op = slots_[head_++ & mask_];
+      next = head_ != tail_ ? slots_[head_ & mask_] : overflow_;
+      return op;
+    }
+    if ((op = overflow_) == nullptr) return nullptr;
+    overflow_ = op->next_parked;
+    next = overflow_;
     return op;
   }
 
   // Moves up to `max` of the oldest ops, in order, into `out`; returns how many.
   std::size_t try_pop(Op** out, std::size_t max) noexcept {
-    const std::size_t n = std::min(max, tail_ - head_);
-    for (std::size_t i = 0; i < n; ++i) out[i] = slots_[head_++ & mask_];
+    std::size_t n = 0;
+    Op* next;
+    while (n < max && (out[n] = try_pop(next)) != nullptr) ++n;
     return n;
   }
 
-  std::size_t size() const noexcept { return tail_ - head_; }
+  // The ops in the ring, and one for a list of ops that did not fit (a hint for sharing out
+  // work: the scheduler counts every queued op besides).
+  std::size_t size() const noexcept { return tail_ - head_ + (overflow_ != nullptr ? 1 : 0); }
 
  private:
   static constexpr std::size_t kInitial = 1024;
 
-  // Doubles the ring, keeping the order. Rare: the ring only grows while ops are queued
+  // Room in the ring for `n` more: true, doubling it (keeping the order) as needed, or false
+  // when the memory for that cannot be had. Rare: the ring only grows while ops are queued
   // faster than the workers take them.
-  void grow() {
-    const std::size_t n = tail_ - head_;
-    // Not zeroed (a burst of pushes grows the ring to a megabyte): every slot is written
-    // before it is read.
-    auto bigger = std::make_unique_for_overwrite<Op*[]>(2 * (mask_ + 1));
-    for (std::size_t i = 0; i < n; ++i) bigger[i] = slots_[(head_ + i) & mask_];
-    slots_ = std::move(bigger);
-    mask_ = 2 * (mask_ + 1) - 1;
-    head_ = 0;
-    tail_ = n;
+  bool room_for(std::size_t n) noexcept {
+    while (tail_ - head_ + n > mask_ + 1) {
+      const std::size_t queued = tail_ - head_;
+      // Not zeroed (a burst of pushes grows the ring to a megabyte): every slot is written
+      // before it is read.
+      std::unique_ptr<Op*[]> bigger(new (std::nothrow) Op*[2 * (mask_ + 1)]);
+      if (!bigger) return false;
+      for (std::size_t i = 0; i < queued; ++i) bigger[i] = slots_[(head_ + i) & mask_];
+      slots_ = std::move(bigger);
+      mask_ = 2 * (mask_ + 1) - 1;
+      head_ = 0;
+      tail_ = queued;
+    }
+    return true;
+  }
+
+  // The ring is full and cannot grow (a submit runs as an op finishes, where a failed
+  // allocation could be neither reported nor undone): the op waits in a stack linked through
+  // the op itself (Op::next_parked: an op in this queue is parked on no commute var), taken
+  // after everything in the ring; until the stack is empty, every op queued goes onto it.
+  // Last in, first out among themselves: ready ops may run in any order, and one pointer
+  // keeps this queue, its lock and its counts on one cache line (scheduler.h).
+  void push_overflow(Op* op) noexcept {
+    op->next_parked = overflow_;
+    overflow_ = op;
   }
 
   std::unique_ptr<Op*[]> slots_;
   std::size_t mask_;
   std::size_t head_ = 0;  // next to pop
   std::size_t tail_ = 0;  // next to fill
+  Op* overflow_ = nullptr;  // ops that did not fit (push_overflow)
 };
 
 }  // namespace depengine::detail

@@ -5,34 +5,45 @@
 
 #include <atomic>
 #include <cstddef>
-#include <vector>
 
 #include "invariant.h"
 #include "op.h"
 
 namespace depengine::detail {
 
-// A few ready ops without a heap allocation.
+// Up to kCapacity ready ops, without a heap allocation: a release runs on a worker as an op
+// finishes, where an allocation that failed could neither be reported nor undone (a fan's
+// write makes a thousand reads ready at once). When the list is full, its owner's `flush`
+// takes the ops gathered so far (it counts them active and dispatches them), and the list
+// starts again empty.
 class ReadyList {
  public:
+  static constexpr std::size_t kCapacity = 32;
+  using Flush = void (*)(void* owner, Op* const* ops, std::size_t n);
+
+  ReadyList(Flush flush, void* owner) noexcept : flush_(flush), owner_(owner) {}
+  ReadyList(const ReadyList&) = delete;
+  ReadyList& operator=(const ReadyList&) = delete;
+
   void push(Op* op) {
-    if (n_ < kInline) {
-      inline_[n_++] = op;
-    } else {
-      more_.push_back(op);
+    if (n_ == kCapacity) {
+      n_ = 0;
+      flush_(owner_, ops_, kCapacity);
     }
+    ops_[n_++] = op;
   }
   template <class F>
   void for_each(F&& f) const {
-    for (std::size_t i = 0; i < n_; ++i) f(inline_[i]);
-    for (Op* op : more_) f(op);
+    for (std::size_t i = 0; i < n_; ++i) f(ops_[i]);
   }
+  Op* const* data() const noexcept { return ops_; }
+  std::size_t size() const noexcept { return n_; }
 
  private:
-  static constexpr std::size_t kInline = 8;
-  Op* inline_[kInline];
+  Flush flush_;
+  void* owner_;
+  Op* ops_[kCapacity];
   std::size_t n_ = 0;
-  std::vector<Op*> more_;
 };
 
 // One grant (or predecessor) `op` waited for has come: the op is ready when it was the last.

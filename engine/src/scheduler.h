@@ -191,6 +191,7 @@ class Scheduler {
     std::atomic<long> queued{0};    // ops in all the queues; written under lock
     std::atomic<int> lingering{0};  // drain tasks spinning in wait_for_work(); written under lock
   } normal_;
+  static_assert(sizeof(Normal) == 64, "the rank-0 queue, its lock and its counts share one line");
   alignas(64) std::atomic<long> high_size_{0};
   std::atomic<long> low_size_{0};
   alignas(64) std::atomic<int> drainers_{0};  // drain tasks enqueued or running

@@ -136,7 +136,8 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuLaunch
     }
     // Counted in flight before any op can run; active when found ready below.
     note_pending(Accounting::inflight_of(counts_.raise(n)));
-    ReadyList ready;
+    // Dispatched under the push lock, as enqueue does (a full list flushes here too).
+    ReadyList ready(&ThreadedCore::flush_ready, this);
     for (std::size_t g = 0; g < plan.gates.size(); ++g) {
       ReplayGate& gate = run->gates[g];
       bool granted;
@@ -150,14 +151,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuLaunch
     // it brings to zero are ready.
     run.release();
     for (OpPtr& op : built) count_down(op.release(), ready);
-    std::uint64_t active = 0;
-    ready.for_each([&](Op* r) {
-      r->active = true;
-      active += kActive;
-    });
-    if (active != 0) counts_.raise(active);
-    // Dispatched under the push lock, as enqueue does.
-    ready.for_each([&](Op* r) { dispatch(r); });
+    activate_and_dispatch(ready.data(), ready.size());
     return true;
   }
 
@@ -565,6 +559,19 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuLaunch
       delete v;
       return;
     }
+    grant_all(granted, ready);
+    // A run longer than Granted holds, in parts: this thread's token on the run keeps the
+    // var from going idle (and from being freed) until the last part is taken.
+    while (granted.continues()) {
+      {
+        std::lock_guard lk(v->queue.lock);
+        v->queue.continue_run(granted);
+      }
+      grant_all(granted, ready);
+    }
+  }
+
+  static void grant_all(const Granted& granted, ReadyList& ready) {
     // Each grant counts down its op's `wait`, a line the pushing thread wrote, and finish()
     // reads the options of an op that became ready (its device and rank), on the next line:
     // asked for all at once, a run of granted reads pays for about one transfer instead of
@@ -613,7 +620,7 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuLaunch
     if (original && failure) record_failure(op->seq, failure.error);
     if (op->observer_error) record_failure(op->seq, std::exchange(op->observer_error, nullptr));
     failure = Failure{};
-    ReadyList ready;
+    ReadyList ready(&ThreadedCore::flush_ready, this);
     if (op->replay) {
       release_replayed(*op, ready, [](void* self, VarState* v, AccessKind k, ReadyList& r) {
         static_cast<ThreadedCore*>(self)->release_access(v, k, r);
@@ -626,7 +633,8 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuLaunch
     Epoch* epoch = op->epoch;
     op->release();
     // The newly ready ops become active in the same atomic step that retires this one, and
-    // before any of them can run and retire itself.
+    // before any of them can run and retire itself (those of a list that filled up were
+    // counted and dispatched then: activate_and_dispatch).
     std::uint64_t delta = 0;
     std::size_t now_active = 0;
     ready.for_each([&](Op* r) {
@@ -656,8 +664,30 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuLaunch
         if (r->counted() && r->opts.device.is_cpu() && (!next || rank(*r) > rank(*next))) next = r;
       });
     }
-    // The ready CPU ops of rank 0 go to the scheduler in chunks (Scheduler::submit_rank0),
-    // small enough that the first are taken while the rest are still being queued.
+    dispatch_ready(ready.data(), ready.size(), next);
+    return next;
+  }
+
+  // A ReadyList that filled up (a release that made many ops ready at once): its ops count
+  // as active, before any of them can run and retire itself, and are dispatched.
+  static void flush_ready(void* self, Op* const* ops, std::size_t n) {
+    static_cast<ThreadedCore*>(self)->activate_and_dispatch(ops, n);
+  }
+  void activate_and_dispatch(Op* const* ops, std::size_t n) {
+    std::uint64_t active = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (!ops[i]->counted()) continue;
+      ops[i]->active = true;
+      active += kActive;
+    }
+    if (active != 0) counts_.raise(active);
+    dispatch_ready(ops, n, nullptr);
+  }
+
+  // Dispatches ops made ready, counted active already, but `kept` (which the caller runs
+  // next). The CPU ops of rank 0 go to the scheduler in chunks (Scheduler::submit_rank0),
+  // small enough that the first are taken while the rest are still being queued.
+  void dispatch_ready(Op* const* ops, std::size_t n, const Op* kept) {
     constexpr std::size_t kChunk = 32;
     Op* chunk[kChunk];
     std::size_t queued = 0;
@@ -669,18 +699,18 @@ class ThreadedCore final : public EngineCore, public CpuRunner, public GpuLaunch
       }
       queued = 0;
     };
-    ready.for_each([&](Op* r) {
+    for (std::size_t i = 0; i < n; ++i) {
+      Op* r = ops[i];
       r->observe_ready();
-      if (r == next) return;
+      if (r == kept) continue;
       if (r->kind != OpKind::wait_to_read && r->opts.device.is_cpu() && rank(*r) == 0) {
         chunk[queued++] = r;
         if (queued == kChunk) submit_chunk();
       } else {
         redispatch(r);
       }
-    });
+    }
     submit_chunk();
-    return next;
   }
 
   // An async body is active while it runs; once it returns, its op waits for a Completion

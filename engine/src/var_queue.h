@@ -12,7 +12,6 @@
 #include <memory>
 #include <new>
 #include <type_traits>
-#include <vector>
 
 #include "invariant.h"
 #include "spin_lock.h"
@@ -98,33 +97,29 @@ static_assert(std::is_trivially_default_constructible_v<Waiting>);
 
 // The accesses one release grants: taken out of the ring under the var's lock, granted after
 // it (so that the misses on the granted ops' records are not taken with the lock held, which
-// the pushing thread may be waiting for). A few fit inline; a longer run (a fan's readers)
-// gets room on the heap before the queue changes.
+// the pushing thread may be waiting for). Room for kCapacity, without a heap allocation: a
+// release runs on a worker as an op finishes, where a failed allocation could be neither
+// reported nor undone. A longer run (a fan's readers) is granted kCapacity at a time: the
+// releasing thread holds one more grant of the run's kind (a token) until it has taken the
+// whole run, so that no other release grants from the queue's head or finds the var idle
+// meanwhile (VarQueue::continue_run).
 class Granted {
  public:
+  static constexpr std::uint32_t kCapacity = 64;
   Granted() = default;
   Granted(const Granted&) = delete;
   Granted& operator=(const Granted&) = delete;
   const Waiting* begin() const noexcept { return data_; }
   const Waiting* end() const noexcept { return data_ + n_; }
   std::size_t size() const noexcept { return n_; }
+  // More of the run waits at the queue's head, for this holder's continue_run.
+  bool continues() const noexcept { return continues_; }
 
  private:
   friend struct VarQueue;
-  // Room for n; throws std::bad_alloc.
-  Waiting* take(std::uint32_t n) {
-    if (n > kInline) {
-      more_.resize(n);
-      data_ = more_.data();
-    }
-    n_ = n;
-    return data_;
-  }
-  static constexpr std::size_t kInline = 16;
-  Waiting inline_[kInline];
-  Waiting* data_ = inline_;
-  std::size_t n_ = 0;
-  std::vector<Waiting> more_;
+  Waiting data_[kCapacity];
+  std::uint32_t n_ = 0;
+  bool continues_ = false;
 };
 
 // Two lines' worth, split by who writes them (var_state.h lays out the rest of the var around
@@ -301,8 +296,11 @@ struct VarQueue {
   // came first.
   bool grant_or_enqueue(const Access& a) noexcept;
   // Releases a finished access of `kind`, and puts the accesses it grants in `out`, in queue
-  // order. Throws std::bad_alloc (room for a long run in `out`) before the queue changes.
-  void release(AccessKind kind, Granted& out);
+  // order: the first kCapacity of a longer run, the rest to be taken with continue_run.
+  void release(AccessKind kind, Granted& out) noexcept;
+  // By the holder of `out`, a run that continues (out.continues()): grants the next part of
+  // the run into `out`, and when that is the last, gives back the run's token.
+  void continue_run(Granted& out) noexcept;
 
  private:
   // No access granted, waiting or parked on the var but `reads` running reads.
@@ -315,11 +313,27 @@ struct VarQueue {
     return ring.load(std::memory_order_relaxed)[i & (capacity() - 1)];
   }
   // Copies the first waiting access, and those after it that would be granted with it, into
-  // `out` (which may throw); changes nothing.
-  void peek_first_run(Granted& out) const;
-  // Takes the run peek_first_run copied out of the ring, and counts it as granted (with
-  // nothing else granted).
+  // `out`, up to its capacity (`out.continues_` when the run is longer); changes nothing.
+  void peek_first_run(Granted& out) const noexcept;
+  // Takes what peek_first_run copied out of the ring, and counts it as granted (with nothing
+  // else granted), with the token of a run that continues.
   void grant_run(const Granted& run) noexcept;
+  // Counts a grant of the run's kind: `n` of them (which may be negative).
+  void add_grants(AccessKind k, int n) noexcept {
+    if (grouped(k)) {
+      group_running.store(group_now() + n, std::memory_order_relaxed);
+    } else {
+      DEPENGINE_INVARIANT(!writes(k), "a write was granted as a run");
+      running_reads.fetch_add(n, std::memory_order_relaxed);
+    }
+  }
+  // Moves the `n` first waiting accesses out of the ring.
+  void dequeue(std::uint32_t n) noexcept {
+    first.store((first.load(std::memory_order_relaxed) + n) & (capacity() - 1),
+                std::memory_order_release);
+    // Release: grant_read_unlocked, finding no access waiting, then sees what was granted.
+    waiting.store(waiting_now() - n, std::memory_order_release);
+  }
   // Granted reads, an active write and a granted run exclude each other; an access waits
   // only behind something granted.
   void check() const noexcept {
@@ -388,51 +402,61 @@ inline bool VarQueue::grant_or_enqueue(const Access& a) noexcept {
   return false;
 }
 
-inline void VarQueue::peek_first_run(Granted& out) const {
+inline void VarQueue::peek_first_run(Granted& out) const noexcept {
   const std::uint32_t w = waiting_now();
-  if (w == 0) {
-    out.take(0);
-    return;
-  }
+  out.n_ = 0;
+  out.continues_ = false;
+  if (w == 0) return;
   const std::uint32_t at = first.load(std::memory_order_relaxed);
   auto word = [&](std::uint32_t i) { return slot(at + i).load(std::memory_order_relaxed); };
   const AccessKind k = word(0).kind();
   // A write alone; reads, or commute (or reduce) accesses, while the kind stays the same.
   std::uint32_t n = 1;
   if (!writes(k) || grouped(k)) {
-    while (n < w && word(n).kind() == k) ++n;
+    while (n < w && n < Granted::kCapacity && word(n).kind() == k) ++n;
+    out.continues_ = n < w && word(n).kind() == k;
   }
-  Waiting* const to = out.take(n);
-  for (std::uint32_t i = 0; i < n; ++i) to[i] = word(i);
+  for (std::uint32_t i = 0; i < n; ++i) out.data_[i] = word(i);
+  out.n_ = n;
 }
 
 inline void VarQueue::grant_run(const Granted& run) noexcept {
   const auto n = static_cast<std::uint32_t>(run.size());
   if (n == 0) return;
   const AccessKind k = run.begin()->kind();
-  if (grouped(k)) {
-    group_kind = k;
-    group_running.store(static_cast<int>(n), std::memory_order_relaxed);
-  } else if (writes(k)) {
+  if (writes(k) && !grouped(k)) {
     write_active.store(true, std::memory_order_relaxed);
   } else {
-    running_reads.fetch_add(static_cast<int>(n), std::memory_order_relaxed);
+    if (grouped(k)) group_kind = k;
+    add_grants(k, static_cast<int>(n) + (run.continues() ? 1 : 0));
   }
-  first.store((first.load(std::memory_order_relaxed) + n) & (capacity() - 1),
-              std::memory_order_release);
-  // Release: grant_read_unlocked, finding no access waiting, then sees what was granted.
-  waiting.store(waiting_now() - n, std::memory_order_release);
+  dequeue(n);
 }
 
-inline void VarQueue::release(AccessKind kind, Granted& out) {
+inline void VarQueue::continue_run(Granted& out) noexcept {
+  check();
+  const AccessKind k = out.begin()->kind();
+  // The token kept every other release from granting the head: the run is still there.
+  DEPENGINE_INVARIANT(out.continues() && waiting_now() > 0 &&
+                          slot(first.load(std::memory_order_relaxed)).load(std::memory_order_relaxed).kind() == k &&
+                          (grouped(k) ? group_now() > 0 && group_kind == k : reads_running() > 0),
+                      "a run granted in parts lost its place at the head of its var's queue");
+  peek_first_run(out);
+  add_grants(k, static_cast<int>(out.size()) - (out.continues() ? 0 : 1));
+  dequeue(static_cast<std::uint32_t>(out.size()));
+  check();
+}
+
+inline void VarQueue::release(AccessKind kind, Granted& out) noexcept {
   check();
   // Each branch finds whether this release is the one that grants, then copies what it
-  // grants into `out` (which may throw) before it changes anything.
+  // grants into `out` before it changes anything.
   if (grouped(kind)) {
     DEPENGINE_INVARIANT(group_now() > 0, "a commute or reduce access released on a var without its run");
     if (group_now() > 1) {
       group_running.store(group_now() - 1, std::memory_order_relaxed);
-      out.take(0);
+      out.n_ = 0;
+      out.continues_ = false;
       return;
     }
     peek_first_run(out);
@@ -448,7 +472,8 @@ inline void VarQueue::release(AccessKind kind, Granted& out) {
       if (r == 1) break;
       if (running_reads.compare_exchange_weak(r, r - 1, std::memory_order_acq_rel,
                                               std::memory_order_relaxed)) {
-        out.take(0);
+        out.n_ = 0;
+        out.continues_ = false;
         return;
       }
     }

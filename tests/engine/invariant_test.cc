@@ -15,7 +15,7 @@ namespace {
 
 // Distinct op addresses, aligned as ops are, for telling grants apart (never dereferenced).
 Op* fake_op(int i) {
-  alignas(64) static char storage[64][64];
+  alignas(64) static char storage[512][64];
   return reinterpret_cast<Op*>(storage[i]);
 }
 // An access of `kind` by fake op `id`, with room made for it in `q`'s ring.
@@ -24,12 +24,17 @@ bool enqueue(VarQueue& q, const Access& a) {
   q.make_room(1);
   return q.grant_or_enqueue(a);
 }
-// Releases an access of `kind` and returns the ops it granted, in order.
+// Releases an access of `kind` and returns the ops it granted, in order (a long run in
+// parts, as the engine's release_access takes it).
 std::vector<Op*> release(VarQueue& q, AccessKind kind) {
   Granted run;
   q.release(kind, run);
   std::vector<Op*> granted;
   for (Waiting w : run) granted.push_back(w.op());
+  while (run.continues()) {
+    q.continue_run(run);
+    for (Waiting w : run) granted.push_back(w.op());
+  }
   return granted;
 }
 using Ops = std::vector<Op*>;
@@ -404,6 +409,70 @@ TEST(VarQueue, TheRingKeepsPushOrderThroughWrapsAndGrowth) {
   EXPECT_TRUE(g.is_gate());
   EXPECT_EQ(g.gate(), &gate);
   EXPECT_EQ(g.kind(), AccessKind::write);
+}
+
+// A release takes at most Granted::kCapacity accesses out of the ring at once (no heap: it
+// runs as an op finishes, where a failed allocation could be neither reported nor undone).
+// A longer run comes in parts, and the releasing thread's token keeps the rest of the run at
+// the head: the granted reads finishing meanwhile neither grant it nor leave the var idle.
+TEST(VarQueue, ARunLongerThanGrantedHoldsComesInPartsBehindTheReleasersToken) {
+  VarQueue q;
+  EXPECT_TRUE(enqueue(q, access(AccessKind::write, 0)));
+  constexpr int kReads = 150;
+  static_assert(kReads > 2 * Granted::kCapacity);
+  for (int i = 0; i < kReads; ++i) EXPECT_FALSE(enqueue(q, access(AccessKind::read, 1 + i)));
+  const Access w2 = access(AccessKind::write, 200);
+  EXPECT_FALSE(enqueue(q, w2));
+  Granted run;
+  q.release(AccessKind::write, run);
+  ASSERT_EQ(run.size(), Granted::kCapacity);
+  EXPECT_TRUE(run.continues());
+  EXPECT_EQ(q.reads_running(), static_cast<int>(Granted::kCapacity) + 1);  // with the token
+  int next = 1;
+  for (Waiting w : run) EXPECT_EQ(w.op(), fake_op(next++));
+  // The first part finishes before the releaser comes back: every release is a shared one.
+  for (std::size_t i = 0; i < Granted::kCapacity; ++i) EXPECT_TRUE(q.release_shared_read());
+  EXPECT_EQ(q.reads_running(), 1);
+  EXPECT_FALSE(q.idle());
+  // A read pushed meanwhile waits at the tail, behind the write.
+  const Access late = access(AccessKind::read, 300);
+  EXPECT_FALSE(enqueue(q, late));
+  q.continue_run(run);
+  ASSERT_EQ(run.size(), Granted::kCapacity);
+  EXPECT_TRUE(run.continues());
+  for (Waiting w : run) EXPECT_EQ(w.op(), fake_op(next++));
+  q.continue_run(run);
+  ASSERT_EQ(run.size(), static_cast<std::size_t>(kReads) - 2 * Granted::kCapacity);
+  EXPECT_FALSE(run.continues());
+  for (Waiting w : run) EXPECT_EQ(w.op(), fake_op(next++));
+  EXPECT_EQ(next, kReads + 1);
+  // The token went with the last part: the granted reads alone are counted.
+  EXPECT_EQ(q.reads_running(), kReads - static_cast<int>(Granted::kCapacity));
+  for (int i = 0; i < kReads - static_cast<int>(Granted::kCapacity) - 1; ++i) {
+    EXPECT_TRUE(q.release_shared_read());
+  }
+  EXPECT_EQ(release(q, AccessKind::read), Ops{w2.op});
+  EXPECT_EQ(release(q, AccessKind::write), Ops{late.op});
+  EXPECT_EQ(release(q, AccessKind::read), Ops{});
+  EXPECT_TRUE(q.idle());
+}
+
+// The same for a run of commute accesses: the group's count carries the token.
+TEST(VarQueue, ALongCommuteRunComesInPartsAndItsGroupEndsWithTheLastAccess) {
+  VarQueue q;
+  EXPECT_TRUE(enqueue(q, access(AccessKind::write, 0)));
+  constexpr int kRun = 100;
+  for (int i = 0; i < kRun; ++i) EXPECT_FALSE(enqueue(q, access(AccessKind::commute, 1 + i)));
+  const Access w2 = access(AccessKind::write, 200);
+  EXPECT_FALSE(enqueue(q, w2));
+  const Ops all = release(q, AccessKind::write);
+  ASSERT_EQ(all.size(), static_cast<std::size_t>(kRun));
+  for (int i = 0; i < kRun; ++i) EXPECT_EQ(all[i], fake_op(1 + i));
+  EXPECT_EQ(q.group_now(), kRun);
+  for (int i = 0; i < kRun - 1; ++i) EXPECT_EQ(release(q, AccessKind::commute), Ops{});
+  EXPECT_EQ(release(q, AccessKind::commute), Ops{w2.op});
+  EXPECT_EQ(release(q, AccessKind::write), Ops{});
+  EXPECT_TRUE(q.idle());
 }
 
 #ifndef NDEBUG

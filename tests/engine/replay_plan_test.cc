@@ -139,6 +139,11 @@ struct GateReleases {
   }
 };
 
+// A ReadyList for a few ops: these tests make fewer ready at once than it holds.
+void never_flushed(void*, Op* const*, std::size_t) {
+  ADD_FAILURE() << "a ReadyList of a few ops was flushed";
+}
+
 std::vector<Op*> ops_of(const ReadyList& ready) {
   std::vector<Op*> out;
   ready.for_each([&](Op* op) { out.push_back(op); });
@@ -165,7 +170,7 @@ TEST(ReplayRun, CountsDownAlongThePlanAndReleasesEachGateOnce) {
   }
   std::vector<Op*> ops;
   ReplayRun* raw_run = run.release();  // freed with its last op below
-  ReadyList held;
+  ReadyList held(never_flushed, nullptr);
   for (OpPtr& o : built) {
     ops.push_back(o.get());
     count_down(o.release(), held);  // the engine's hold, once registered
@@ -174,20 +179,20 @@ TEST(ReplayRun, CountsDownAlongThePlanAndReleasesEachGateOnce) {
   // Granting v's gate releases op 0 only; a's and b's gates release ops 1 and 2 by one
   // wait each, which they still need op 0 for.
   const ReplayPlan& p = d->plan;
-  ReadyList ready;
+  ReadyList ready(never_flushed, nullptr);
   for (std::size_t g = 0; g < p.gates.size(); ++g) grant_gate(raw_run->gates[g], ready);
   EXPECT_EQ(ops_of(ready), std::vector<Op*>{ops[0]});
   GateReleases::seen.clear();
-  ReadyList after0;
+  ReadyList after0(never_flushed, nullptr);
   release_replayed(*ops[0], after0, &GateReleases::release, &GateReleases::seen);
   EXPECT_EQ(ops_of(after0), (std::vector<Op*>{ops[1], ops[2]}));
   EXPECT_TRUE(GateReleases::seen.empty()) << "v's gate stays until its last op finishes";
-  ReadyList after1;
+  ReadyList after1(never_flushed, nullptr);
   release_replayed(*ops[1], after1, &GateReleases::release, &GateReleases::seen);
   EXPECT_TRUE(ops_of(after1).empty());
   ASSERT_EQ(GateReleases::seen.size(), 1u);
   EXPECT_EQ(GateReleases::seen[0].first, a.state());
-  ReadyList after2;
+  ReadyList after2(never_flushed, nullptr);
   release_replayed(*ops[2], after2, &GateReleases::release, &GateReleases::seen);  // frees the run
   // Op 2 was the last on v (its gate a write: op 0 writes v) and on b, in either order.
   ASSERT_EQ(GateReleases::seen.size(), 3u);
