@@ -93,6 +93,60 @@ TEST_P(Contract, P2_ReadsOfOneVersionRunConcurrently) {
   EXPECT_TRUE(met.load());
 }
 
+// Point 2 for runs longer than a release takes at once (Granted: 64, the rest in parts
+// behind the releaser's token): every read of a hub sees the write before it, and the next
+// write waits for all of them, with the first reads already finishing while the release
+// still takes the rest. Fans of 1, 63, 64, 65, 129 and 700 reads, some reads also writing a
+// var of their own, a commute run of 300 between them.
+TEST_P(Contract, P2_LongRunsOfReadsSeeTheirWriteAndHoldTheNextOne) {
+  Var hub = e_->new_var();
+  Var total = e_->new_var();
+  constexpr int kOwn = 700;
+  std::vector<Var> own;
+  for (int i = 0; i < kOwn; ++i) own.push_back(e_->new_var());
+  int value = 0;
+  std::atomic<int> readers_left{0};
+  std::atomic<int> wrong{0};
+  std::vector<int> seen(kOwn, 0);
+  long sum = 0;
+  int expected_version = 0;
+  for (int fan : {1, 63, 64, 65, 129, 700, 65}) {
+    ++expected_version;
+    e_->push([&, fan, expected_version] {
+      if (readers_left.load() != 0) wrong.fetch_add(1);  // the reads before are all done
+      value = expected_version;
+      readers_left.store(fan);
+    }, {}, {hub});
+    for (int r = 0; r < fan; ++r) {
+      const bool writes_own = r % 3 == 0;
+      auto body = [&, r, expected_version] {
+        if (value != expected_version) wrong.fetch_add(1);
+        seen[r] = expected_version;
+        readers_left.fetch_sub(1);
+      };
+      if (writes_own) {
+        e_->push(body, {hub}, {own[r]});
+      } else {
+        e_->push([&, r, expected_version] {
+          if (value != expected_version) wrong.fetch_add(1);
+          readers_left.fetch_sub(1);
+        }, {hub}, {});
+      }
+    }
+    // A run of commute accesses to another var, longer than a release takes at once.
+    for (int c = 0; c < 300; ++c) {
+      e_->push([&sum, expected_version] { sum += expected_version; }, {}, {commute(total)});
+    }
+  }
+  e_->wait_all();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(readers_left.load(), 0);
+  EXPECT_EQ(value, expected_version);
+  // Own vars are written by the reads r % 3 == 0 of each fan; the last fan of 65 wrote 0..63.
+  for (int r = 0; r < 65; r += 3) EXPECT_EQ(seen[r], expected_version) << r;
+  EXPECT_EQ(sum, 300L * (1 + 2 + 3 + 4 + 5 + 6 + 7));
+}
+
 // Point 4, as oneTBB's wait_for_all and OpenMP's taskwait do: the thread waiting in
 // wait_all runs queued ops meanwhile. The only worker is held by an op that lets go once
 // another op has run; only the waiting thread can run that one.
