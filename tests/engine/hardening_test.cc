@@ -469,6 +469,36 @@ TEST_P(Hardening, WaitingWhileAnotherFrontendFailsTheVar) {
   EXPECT_EQ(waited, 500);
 }
 
+// A var whose last handle goes while a long run of its reads is still being granted, in
+// parts (Granted holds 64): the releasing thread's token keeps it from going idle, so it is
+// freed by the last read's release, never under the releaser (ASan would see it). Some reads
+// finish before the next part is taken, some after; repeated for the interleavings.
+// (The threaded engine's: the naive one runs each op as it is pushed.)
+TEST(LongRuns, AVarDroppedWhileALongRunOfItsReadsIsGrantedInParts) {
+  for (int threads : {1, 2, 4}) {
+    auto e = Engine::create("threaded", {.cpu_threads = threads});
+    for (int round = 0; round < 10; ++round) {
+      Var v = e->new_var();
+      std::atomic<bool> go{false};
+      std::atomic<int> reads{0};
+      e->push([&] {
+        while (!go.load()) std::this_thread::yield();
+      }, {}, {v});
+      constexpr int kReads = 300;
+      for (int r = 0; r < kReads; ++r) {
+        e->push([&, r] {
+          if (r % 50 == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+          reads.fetch_add(1);
+        }, {v}, {});
+      }
+      v = Var();  // the last handle: the ops' accesses hold none
+      go = true;
+      e->wait_all();
+      ASSERT_EQ(reads.load(), kReads) << threads << " threads, round " << round;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Engines, Hardening, kAllEngines, param_name);
 
 // Strict back-pressure with many pushing threads: the bound counts places taken by
