@@ -60,9 +60,12 @@ class ReadyFifo {
 
   // Moves up to `max` of the oldest ops, in order, into `out`; returns how many.
   std::size_t try_pop(Op** out, std::size_t max) noexcept {
-    std::size_t n = 0;
-    Op* next;
-    while (n < max && (out[n] = try_pop(next)) != nullptr) ++n;
+    std::size_t n = std::min(max, tail_ - head_);
+    for (std::size_t i = 0; i < n; ++i) out[i] = slots_[head_++ & mask_];
+    for (; n < max && overflow_ != nullptr; ++n) {
+      out[n] = overflow_;
+      overflow_ = overflow_->next_parked;
+    }
     return n;
   }
 

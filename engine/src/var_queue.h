@@ -117,6 +117,10 @@ class Granted {
 
  private:
   friend struct VarQueue;
+  void clear() noexcept {
+    n_ = 0;
+    continues_ = false;
+  }
   Waiting data_[kCapacity];
   std::uint32_t n_ = 0;
   bool continues_ = false;
@@ -404,8 +408,7 @@ inline bool VarQueue::grant_or_enqueue(const Access& a) noexcept {
 
 inline void VarQueue::peek_first_run(Granted& out) const noexcept {
   const std::uint32_t w = waiting_now();
-  out.n_ = 0;
-  out.continues_ = false;
+  out.clear();
   if (w == 0) return;
   const std::uint32_t at = first.load(std::memory_order_relaxed);
   auto word = [&](std::uint32_t i) { return slot(at + i).load(std::memory_order_relaxed); };
@@ -455,8 +458,7 @@ inline void VarQueue::release(AccessKind kind, Granted& out) noexcept {
     DEPENGINE_INVARIANT(group_now() > 0, "a commute or reduce access released on a var without its run");
     if (group_now() > 1) {
       group_running.store(group_now() - 1, std::memory_order_relaxed);
-      out.n_ = 0;
-      out.continues_ = false;
+      out.clear();
       return;
     }
     peek_first_run(out);
@@ -472,8 +474,7 @@ inline void VarQueue::release(AccessKind kind, Granted& out) noexcept {
       if (r == 1) break;
       if (running_reads.compare_exchange_weak(r, r - 1, std::memory_order_acq_rel,
                                               std::memory_order_relaxed)) {
-        out.n_ = 0;
-        out.continues_ = false;
+        out.clear();
         return;
       }
     }
